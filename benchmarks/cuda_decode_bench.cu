@@ -1,0 +1,286 @@
+// GPU performance of the CUDA runner on Llama-3-8B-shaped dummy weights (bf16), printed as
+// JSON: device-to-device copy bandwidth (the roofline for decode), each decode GEMM's
+// achieved bandwidth, batch-1 decode tokens/s (graph replay and eager) with its share of the
+// copy bandwidth, batched decode throughput, and the time to prefill one 2048-token prompt.
+//
+//   cuda_decode_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 64,256]
+//                     [--prompt-len N]
+//
+// Timings are medians of repeated runs after warm-up; decode timings use the host clock
+// around synchronous steps, so they include the host work of each step.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_model_runner.h"
+#include "backend/cuda/gemm.h"
+#include "cuda_gemv_bench.h"
+
+using namespace optimate;
+using namespace optimate::cuda;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+ModelConfig llama3_8b(int64_t layers) {
+  ModelConfig c;
+  c.architecture_name = "LlamaForCausalLM";
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = layers;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 8192;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling = {RopeScalingType::kLlama3, 8.0f, 1.0f, 4.0f, 8192};
+  return c;
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Times `fn` (which enqueues work) with CUDA events: median milliseconds of `reps` runs.
+template <typename Fn>
+double time_events_ms(Fn fn, int reps) {
+  cudaEvent_t a, b;
+  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
+  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
+  fn();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    OPTIMATE_CUDA_CHECK(cudaEventRecord(a));
+    fn();
+    OPTIMATE_CUDA_CHECK(cudaEventRecord(b));
+    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(ms);
+}
+
+double copy_bandwidth_gbs() {
+  const size_t bytes = size_t{4} << 30;
+  DeviceBuffer<uint8_t> src(bytes), dst(bytes);
+  OPTIMATE_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
+  const double ms = time_events_ms(
+      [&] { OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, 10);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // bytes read + bytes written
+}
+
+nlohmann::json gemm_bandwidth(const ModelConfig& c) {
+  Gemm gemm;
+  nlohmann::json out = nlohmann::json::array();
+  struct Shape { const char* name; int64_t n, k; };
+  const int64_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  for (const Shape& s : {Shape{"qkv", qkv, c.hidden_size}, Shape{"o", c.hidden_size, c.num_heads * c.head_dim},
+                         Shape{"gate_up", 2 * c.intermediate_size, c.hidden_size},
+                         Shape{"down", c.hidden_size, c.intermediate_size}, Shape{"lm_head", c.vocab_size, c.hidden_size}}) {
+    // Several weight copies so consecutive runs do not hit a warm L2.
+    const int copies = 4;
+    DeviceBuffer<__nv_bfloat16> w(copies * s.n * s.k), x(256 * s.k), y(256 * s.n);
+    OPTIMATE_CUDA_CHECK(cudaMemset(w.get(), 0x3c, w.bytes()));
+    OPTIMATE_CUDA_CHECK(cudaMemset(x.get(), 0x3c, x.bytes()));
+    for (int64_t m : {0, 1, 4, 64, 256}) {
+      // m = 0 stands for one row through cuBLASLt, to compare with the small-m kernel.
+      const bool cublas_only = m == 0;
+      gemm.set_small_m_kernel(!cublas_only);
+      if (cublas_only) m = 1;
+      int i = 0;
+      const double ms = time_events_ms([&] {
+        gemm.linear(x.get(), w.get() + (i++ % copies) * s.n * s.k, nullptr, y.get(), GemmOutput::kBf16, m, s.n, s.k, nullptr);
+      }, 20);
+      const double bytes = 2.0 * (s.n * s.k + m * s.k + m * s.n);
+      out.push_back({{"gemm", s.name}, {"m", m}, {"path", cublas_only || m > 8 ? "cublaslt" : "gemv"}, {"n", s.n}, {"k", s.k}, {"us", ms * 1e3},
+                     {"gb_per_s", bytes / (ms * 1e-3) / 1e9}, {"tflop_per_s", 2.0 * m * s.n * s.k / (ms * 1e-3) / 1e12}});
+    }
+  }
+  gemm.set_small_m_kernel(true);
+  return out;
+}
+
+struct Seqs {
+  std::vector<std::vector<int32_t>> tokens, tables;
+};
+
+Seqs make_seqs(int64_t batch, int64_t prompt_len, int64_t max_len, int64_t block_size, int64_t vocab) {
+  Seqs s;
+  const int64_t blocks = (max_len + block_size - 1) / block_size;
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<int32_t> t(prompt_len);
+    for (int64_t j = 0; j < prompt_len; ++j) t[j] = int32_t((i * 7919 + j * 104729) % vocab);
+    std::vector<int32_t> table(blocks);
+    for (int64_t b = 0; b < blocks; ++b) table[b] = int32_t(i * blocks + b);
+    s.tokens.push_back(t);
+    s.tables.push_back(table);
+  }
+  return s;
+}
+
+// Prefills every sequence (in steps that fit the token budget), then times `steps` greedy
+// decode steps of the whole batch. Returns output tokens per second.
+double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_t max_tokens) {
+  const int64_t batch = s.tokens.size();
+  ForwardBatch step;
+  int64_t in_step = 0;
+  std::vector<float> unused;
+  for (int64_t i = 0; i < batch; ++i) {
+    if (in_step + int64_t(s.tokens[i].size()) > max_tokens) {
+      runner.forward(step, unused);
+      step.seqs.clear();
+      in_step = 0;
+    }
+    step.seqs.push_back({s.tokens[i], 0, s.tables[i], i + 1 == batch});
+    in_step += s.tokens[i].size();
+  }
+  runner.forward(step, unused);
+  std::vector<int32_t> next(batch, 1), out;
+  std::vector<std::vector<int32_t>> one(batch);
+  auto run = [&](int64_t n) {
+    for (int64_t k = 0; k < n; ++k) {
+      ForwardBatch d;
+      for (int64_t i = 0; i < batch; ++i) {
+        one[i] = {next[i]};
+        d.seqs.push_back({one[i], int64_t(s.tokens[i].size()), s.tables[i], true});
+      }
+      runner.forward_greedy(d, out);
+      for (int64_t i = 0; i < batch; ++i) {
+        s.tokens[i].push_back(next[i]);
+        next[i] = out[i];
+      }
+    }
+  };
+  run(3);  // capture and warm up
+  const auto t0 = Clock::now();
+  run(steps);
+  return batch * steps / seconds_since(t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t layers = 32, decode_steps = 128, prompt_len = 256, prefill_len = 2048;
+  std::vector<int64_t> batches = {64, 256};
+  std::string out_path;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--out") out_path = argv[i + 1];
+    else if (a == "--layers") layers = std::stoll(argv[i + 1]);
+    else if (a == "--decode-steps") decode_steps = std::stoll(argv[i + 1]);
+    else if (a == "--prompt-len") prompt_len = std::stoll(argv[i + 1]);
+    else if (a == "--batches") {
+      batches.clear();
+      std::string v = argv[i + 1];
+      for (size_t p = 0; p < v.size();) {
+        size_t q = v.find(',', p);
+        batches.push_back(std::stoll(v.substr(p, q - p)));
+        p = q == std::string::npos ? v.size() : q + 1;
+      }
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    nlohmann::json j;
+    cudaDeviceProp prop{};
+    OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    j["device"] = prop.name;
+    j["sms"] = prop.multiProcessorCount;
+    const double copy_gbs = copy_bandwidth_gbs();
+    j["copy_bandwidth_gb_per_s"] = copy_gbs;
+    const ModelConfig c = llama3_8b(layers);
+    j["gemms"] = gemm_bandwidth(c);
+    std::fprintf(stderr, "copy %.0f GB/s; gemms done\n", copy_gbs);
+    j["gemv_splits"] = bench::gemv_split_sweep(c);
+    j["gemv_model_chain"] = bench::gemv_model_chain(c);
+    std::fprintf(stderr, "gemv sweep done\n");
+
+    const auto t_load = Clock::now();
+    CudaWeights weights = make_dummy_weights(c, 0);
+    const double weight_bytes = static_cast<double>(weights.bytes());
+    j["dummy_weights_s"] = seconds_since(t_load);
+    j["weight_bytes"] = weight_bytes;
+    CudaRunnerOptions o;
+    o.max_num_seqs = 256;
+    o.max_num_batched_tokens = 8192;
+    o.max_model_len = 4096;
+    CudaModelRunner runner(std::move(weights), o);
+    j["memory_plan"] = runner.memory_plan().describe();
+    const int64_t bs = runner.kv_shape().block_size;
+
+    // Batch 1: the default (graphs, fused small-step path, programmatic launch), then each
+    // feature off in turn; "batch1_graph_unfused" is the launch sequence before fusion.
+    struct Variant { const char* key; bool graphs, fused, pdl; };
+    for (const Variant& v : {Variant{"batch1_graph", true, true, true},
+                             Variant{"batch1_graph_no_pdl", true, true, false},
+                             Variant{"batch1_graph_unfused_pdl", true, false, true},
+                             Variant{"batch1_graph_unfused", true, false, false},
+                             Variant{"batch1_eager", false, true, true}}) {
+      runner.set_cuda_graphs(v.graphs);
+      runner.set_launch_options(v.fused, v.pdl);
+      Seqs s = make_seqs(1, prompt_len, prompt_len + decode_steps + 16, bs, c.vocab_size);
+      const double tps = decode_throughput(runner, s, decode_steps, o.max_num_batched_tokens);
+      const std::string key = v.key;
+      j[key]["tokens_per_s"] = tps;
+      j[key]["ms_per_token"] = 1e3 / tps;
+      j[key]["weight_gb_per_s"] = weight_bytes * tps / 1e9;
+      j[key]["fraction_of_copy_bandwidth"] = weight_bytes * tps / 1e9 / copy_gbs;
+      std::fprintf(stderr, "%s: %.1f tok/s\n", key.c_str(), tps);
+    }
+    runner.set_cuda_graphs(true);
+    runner.set_launch_options(true, true);
+    for (int64_t b : batches) {
+      const int64_t steps = std::max<int64_t>(16, decode_steps / 4);
+      Seqs s = make_seqs(b, prompt_len, prompt_len + steps + 16, bs, c.vocab_size);
+      const double tps = decode_throughput(runner, s, steps, o.max_num_batched_tokens);
+      j["batched_decode"].push_back({{"batch", b}, {"context", prompt_len}, {"output_tokens_per_s", tps},
+                                     {"ms_per_step", 1e3 * b / tps}});
+      std::fprintf(stderr, "batch %ld: %.0f tok/s\n", static_cast<long>(b), tps);
+    }
+
+    // Prefill of one prompt.
+    Seqs p = make_seqs(1, prefill_len, prefill_len, bs, c.vocab_size);
+    std::vector<float> logits;
+    const ForwardBatch fb{{SeqSlice{p.tokens[0], 0, p.tables[0], true}}};
+    runner.forward(fb, logits);
+    std::vector<double> ms;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      runner.forward(fb, logits);
+      ms.push_back(seconds_since(t0) * 1e3);
+    }
+    const double prefill_flops = 2.0 * prefill_len * (weight_bytes / 2 - 2.0 * c.vocab_size * c.hidden_size) +
+                                 2.0 * c.hidden_size * c.vocab_size;
+    j["prefill"] = {{"tokens", prefill_len}, {"ms", median(ms)},
+                    {"linear_tflop_per_s", prefill_flops / (median(ms) * 1e-3) / 1e12}};
+    std::printf("%s\n", j.dump(2).c_str());
+    if (!out_path.empty()) {
+      FILE* f = std::fopen(out_path.c_str(), "w");
+      if (!f) throw std::runtime_error("cannot write " + out_path);
+      std::fputs(j.dump(2).c_str(), f);
+      std::fclose(f);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_decode_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

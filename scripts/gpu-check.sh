@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The GPU suite and the GPU benchmarks, for a machine with an NVIDIA GPU (CI has none and runs
+# scripts/test.sh). Builds only what the suite needs (core, model, the CUDA backend, its tests
+# and benchmarks), runs every GPU test, then the Llama-3-8B-shaped benchmark, and writes logs
+# and results under the folder given:
+#   configure.log build.log   the build (with ptxas register/spill reports)
+#   test_cuda.log test_cuda.json   the kernel and runner tests (GoogleTest JSON)
+#   hf_reference.log          the transformers reference for the end-to-end test
+#   bench.json bench.log      the benchmark's figures and progress
+#   sampling.json sampling.log  fused vs unfused GPU sampling per step
+#   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
+#   summary.txt               pass/fail per stage and the headline numbers
+# Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
+# OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
+set -uo pipefail
+out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build=${OPTIMATE_GPU_BUILD_DIR:-$root/build-gpu}
+export PATH=/usr/local/cuda/bin:$PATH
+summary=$out/summary.txt
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
+
+note "== configure"
+if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE_CUDA=ON \
+    -DOPTIMATE_GPU_SUITE_ONLY=ON -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
+    >"$out/configure.log" 2>&1; then
+  note "configure FAILED (see configure.log)"
+  tail -20 "$out/configure.log"
+  exit 1
+fi
+note "== build"
+if ! cmake --build "$build" --target test_cuda cuda_decode_bench cuda_sampling_bench -j "$(nproc)" >"$out/build.log" 2>&1; then
+  note "build FAILED (see build.log)"
+  grep -E "error|Error" "$out/build.log" | head -30
+  exit 1
+fi
+
+note "== transformers reference"
+e2e_layers=${OPTIMATE_HF_E2E_LAYERS:-2}
+if [[ $e2e_layers -gt 0 ]]; then
+  e2e_dir=/tmp/optimate_hf_e2e_$e2e_layers
+  if PYTHONUNBUFFERED=1 python3 "$root/tests/scripts/hf_e2e_reference.py" --out "$e2e_dir" \
+      --layers "$e2e_layers" >"$out/hf_reference.log" 2>&1; then
+    export OPTIMATE_HF_E2E_DIR=$e2e_dir
+  else
+    note "transformers reference FAILED (see hf_reference.log); the end-to-end test skips"
+    tail -5 "$out/hf_reference.log"
+  fi
+fi
+
+note "== GPU tests"
+"$build/tests/test_cuda" --gtest_output="json:$out/test_cuda.json" >"$out/test_cuda.log" 2>&1
+test_status=$?
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/test_cuda.log" | tee -a "$summary"
+grep -E "Failure|expected|elements outside" "$out/test_cuda.log" | head -40
+grep -E "^HF e2e|GPU draws differ|CPU backend not built" "$out/test_cuda.log" | tee -a "$summary"
+
+note "== benchmark"
+"$build/cuda_decode_bench" --out "$out/bench.json" "$@" >"$out/bench.log" 2>&1
+bench_status=$?
+cat "$out/bench.log" | tail -20
+python3 - "$out/bench.json" <<'PY' | tee -a "$summary" || true
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(f"copy bandwidth {j['copy_bandwidth_gb_per_s']:.0f} GB/s")
+for k in ("batch1_graph", "batch1_graph_no_pdl", "batch1_graph_unfused_pdl",
+          "batch1_graph_unfused", "batch1_eager"):
+    if k in j:
+        b = j[k]
+        print(f"{k}: {b['tokens_per_s']:.1f} tok/s, {b['ms_per_token']:.2f} ms/token, "
+              f"{100 * b['fraction_of_copy_bandwidth']:.1f}% of copy bandwidth")
+for b in j.get("batched_decode", []):
+    print(f"batch {b['batch']}: {b['output_tokens_per_s']:.0f} output tok/s ({b['ms_per_step']:.2f} ms/step)")
+p = j.get("prefill")
+if p:
+    print(f"prefill {p['tokens']} tokens: {p['ms']:.1f} ms ({p['linear_tflop_per_s']:.0f} TFLOP/s in linear layers)")
+for mode, g in j.get("gemv_model_chain", {}).items():
+    print(f"weight streaming alone ({mode}): {g['ms']:.3f} ms, {g['gb_per_s']:.0f} GB/s")
+for g in j.get("gemv_splits", []):
+    print(f"gemv {g['gemm']:8s} split {g['split']}{'*' if g['auto'] else ' '} "
+          f"{'pdl' if g['programmatic'] else '   '} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s")
+for g in j.get("gemms", []):
+    print(f"gemm {g['gemm']:8s} m={g['m']:<4} {g['path']:8s} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s {g['tflop_per_s']:6.1f} TFLOP/s")
+PY
+note "== sampling benchmark"
+"$build/cuda_sampling_bench" --out "$out/sampling.json" >"$out/sampling.log" 2>&1
+sampling_status=$?
+grep -E "^batch" "$out/sampling.log" | tee -a "$summary"
+python3 - "$out/bench.json" "$out/sampling.json" <<'PY' | tee -a "$summary" || true
+import json, sys
+bench, samp = (json.load(open(f)) for f in sys.argv[1:3])
+step_ms = {1: bench["batch1_graph"]["ms_per_token"]}
+for b in bench.get("batched_decode", []):
+    step_ms[b["batch"]] = b["ms_per_step"]
+for e in samp["sampling"]:
+    ms = step_ms.get(e["batch"])
+    if not ms:
+        continue
+    for name, us in e["fused_us"].items():
+        base = e["unfused_us"][name]
+        print(f"share of the batch-{e['batch']} decode step ({ms:.2f} ms), {name}: fused "
+              f"{100 * us / 1000 / ms:.2f}%, unfused {100 * base / 1000 / ms:.2f}%")
+PY
+
+peer_status=0
+if [[ -n "${OPTIMATE_HF_PEER:-}" ]]; then
+  note "== transformers peer"
+  PYTHONUNBUFFERED=1 python3 "$OPTIMATE_HF_PEER" --modes bs1,batch --batch 64 --prompt-len 128 \
+    --new-tokens 64 >"$out/peer.json" 2>"$out/peer.log"
+  peer_status=$?
+  python3 - "$out/bench.json" "$out/peer.json" <<'PY' | tee -a "$summary" || true
+import json, sys
+ours, peer = (json.load(open(f)) for f in sys.argv[1:3])
+print(f"transformers {peer['transformers']}: batch 1 {peer['bs1_tok_s']:.1f} tok/s, batch 64 "
+      f"{peer['batch64_out_tok_s']:.0f} out tok/s")
+b1 = ours["batch1_graph"]["tokens_per_s"]
+print(f"ratio to transformers, batch 1: {b1 / peer['bs1_tok_s']:.1f}x")
+for b in ours.get("batched_decode", []):
+    if b["batch"] == 64:
+        print(f"ratio to transformers, batch 64 decode: {b['output_tokens_per_s'] / peer['batch64_out_tok_s']:.1f}x")
+PY
+fi
+note "tests exit $test_status, bench exit $bench_status, sampling exit $sampling_status, peer exit $peer_status"
+[[ $test_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 ]]

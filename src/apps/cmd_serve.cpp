@@ -1,0 +1,159 @@
+// `optimate serve`: the OpenAI-compatible HTTP server over the engine.
+//
+// SIGTERM or SIGINT drains: the listener closes, idle connections close, new requests get 503,
+// and requests in progress finish for up to --shutdown-timeout seconds; then every remaining
+// request is aborted (its KV blocks freed) and the process exits 0. A second signal skips the
+// wait. The signals are blocked in every thread and taken synchronously by the main thread, so
+// no handler runs inside the engine or the network code.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "apps/commands.h"
+#include "config/engine_cli.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/engine.h"
+#include "metrics/registry.h"
+#include "metrics/serving_metrics.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "server/router.h"
+#include "server/serving_api.h"
+
+namespace optimate::apps {
+namespace {
+
+struct ServeOptions {
+  EngineFlags engine;
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  std::string api_key;
+  int64_t max_num_queued_reqs = -1;
+  double shutdown_timeout_s = 30.0;
+  std::string priority_order = "higher-first";
+  std::string served_model_name;
+  int http_threads = 2;
+  double read_timeout_s = 30.0;
+  std::string max_body = "8MiB";
+};
+
+sigset_t shutdown_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+// True when a shutdown signal arrived within `timeout_ms`.
+bool wait_for_signal(const sigset_t& set, int64_t timeout_ms) {
+  timespec ts{static_cast<time_t>(timeout_ms / 1000), static_cast<long>(timeout_ms % 1000) * 1'000'000};
+  return sigtimedwait(&set, nullptr, &ts) > 0;
+}
+
+void drain(server::HttpServer& http, server::EngineBackend& backend, const sigset_t& signals,
+           double timeout_s) {
+  std::fprintf(stderr, "optimate serve: draining (up to %.0f s; signal again to stop now)\n", timeout_s);
+  http.begin_drain();
+  const SteadyClock clock;
+  const double deadline_s = clock.now_s() + timeout_s;
+  while (clock.now_s() < deadline_s) {
+    if (http.active_exchanges() == 0 && backend.num_unfinished() == 0) break;
+    if (wait_for_signal(signals, 50)) break;
+  }
+  const int64_t left = backend.num_unfinished();
+  if (left > 0) std::fprintf(stderr, "optimate serve: aborting %lld unfinished requests\n",
+                             static_cast<long long>(left));
+}
+
+void run_serve(ServeOptions& o) {
+  const EngineConfig config = resolve_engine_config(o.engine);
+  if (o.engine.print_config) {
+    std::fputs(config.to_toml().c_str(), stdout);
+    return;
+  }
+  if (o.shutdown_timeout_s < 0)
+    fail(ErrorCode::kInvalidArgument, "--shutdown-timeout must be non-negative, got {}", o.shutdown_timeout_s);
+  if (o.read_timeout_s <= 0)
+    fail(ErrorCode::kInvalidArgument, "--http-read-timeout must be positive, got {}", o.read_timeout_s);
+  if (o.http_threads < 1)
+    fail(ErrorCode::kInvalidArgument, "--http-threads must be at least 1, got {}", o.http_threads);
+
+  // Blocked before any thread starts, so every thread inherits the mask.
+  const sigset_t signals = shutdown_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string served_name = o.served_model_name.empty()
+                                      ? std::filesystem::path(config.model).filename().string()
+                                      : o.served_model_name;
+  Engine engine = create_optimized_engine(config);
+  metrics::Registry registry;
+  metrics::ServingMetrics metrics(registry, served_name, engine.scheduler().config().max_model_len);
+  const bool lower_first = o.priority_order == "lower-first";
+  server::EngineBackend backend(std::move(engine), {served_name, lower_first}, &metrics);
+
+  server::Router router(o.api_key);
+  const SteadyClock clock;
+  server::ServingApi api(backend, registry, metrics, clock,
+                         {o.max_num_queued_reqs,
+                          lower_first ? server::PriorityOrder::kLowerFirst : server::PriorityOrder::kHigherFirst,
+                          OPTIMATE_VERSION});
+  api.add_routes(router);
+
+  server::HttpOptions http_options;
+  http_options.host = o.host;
+  http_options.port = o.port;
+  http_options.num_threads = o.http_threads;
+  http_options.read_timeout_s = o.read_timeout_s;
+  http_options.max_body_bytes = static_cast<size_t>(parse_byte_size(o.max_body, "--max-body-size"));
+  server::HttpServer http(http_options, router);
+  http.start();
+  std::fprintf(stderr, "optimate serve: %s on http://%s:%u (max_model_len %lld)\n", served_name.c_str(),
+               o.host.c_str(), static_cast<unsigned>(http.port()),
+               static_cast<long long>(backend.model().max_model_len));
+
+  while (!wait_for_signal(signals, 1000)) {
+  }
+  drain(http, backend, signals, o.shutdown_timeout_s);
+  http.close_all();
+  backend.shutdown(ShutdownMode::kAbort);
+  http.stop();
+  std::fprintf(stderr, "optimate serve: stopped\n");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, /metrics)");
+  add_engine_flags(*cmd, o->engine);
+  cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_key, "require `Authorization: Bearer KEY` on /v1/*")
+      ->envname("OPTIMATE_API_KEY");
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "model name in the API (default: the model's file or directory name)");
+  cmd->add_option("--max-num-queued-reqs", o->max_num_queued_reqs,
+                  "queued requests past which new ones get 503 with Retry-After (default: unbounded)");
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "seconds running requests may take to finish after SIGTERM")
+      ->capture_default_str();
+  cmd->add_option("--priority-order", o->priority_order,
+                  "higher-first: a larger priority runs first; lower-first: vLLM's rule")
+      ->check(CLI::IsMember({"higher-first", "lower-first"}))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "network threads")->capture_default_str();
+  cmd->add_option("--http-read-timeout", o->read_timeout_s,
+                  "seconds a request may take to arrive (then 408); idle connections close after it")
+      ->capture_default_str();
+  cmd->add_option("--max-body-size", o->max_body, "largest request body (then 413)")->capture_default_str();
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace optimate::apps

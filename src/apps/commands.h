@@ -1,0 +1,13 @@
+// Subcommands of the `optimate` binary; each file registers one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace optimate::apps {
+
+void add_generate_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+
+}  // namespace optimate::apps

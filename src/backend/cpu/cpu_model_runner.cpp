@@ -1,0 +1,166 @@
+#include "backend/cpu/cpu_model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <omp.h>
+
+#include "core/error.h"
+
+namespace optimate::cpu {
+namespace {
+
+template <typename T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+}  // namespace
+
+CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
+                               const CpuRunnerOptions& options)
+    : config_(config) {
+  config_.validate(config_.architecture_name.empty() ? "model config" : config_.architecture_name);
+  if (options.num_kv_blocks < 1)
+    fail(ErrorCode::kInvalidArgument, "num_kv_blocks must be at least 1, got {}", options.num_kv_blocks);
+  if (options.block_size < 1)
+    fail(ErrorCode::kInvalidArgument, "block_size must be at least 1, got {}", options.block_size);
+  if (config_.head_dim % 2 != 0)
+    fail(ErrorCode::kUnsupported, "head_dim {} is odd; rotary embedding needs an even head_dim",
+         config_.head_dim);
+
+  num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  use_single_threaded_blas();
+
+  kv_shape_ = {.num_layers = config_.num_layers,
+               .num_blocks = options.num_kv_blocks,
+               .block_size = options.block_size,
+               .num_kv_heads = config_.num_kv_heads,
+               .head_dim = config_.head_dim};
+  attn_dims_ = {.num_heads = config_.num_heads,
+                .num_kv_heads = config_.num_kv_heads,
+                .head_dim = config_.head_dim,
+                .block_size = options.block_size,
+                .num_blocks = options.num_kv_blocks};
+
+  weights_ = pack_cpu_weights(config_, weights);
+  inv_freq_ = rope_inv_freq(config_);
+  OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
+                 "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
+
+  const size_t layer_elems = static_cast<size_t>(options.num_kv_blocks * config_.num_kv_heads *
+                                                 options.block_size * config_.head_dim);
+  k_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
+  v_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
+}
+
+int64_t CpuModelRunner::kv_bytes_per_token() const {
+  return 2 * config_.num_layers * config_.num_kv_heads * config_.head_dim *
+         static_cast<int64_t>(sizeof(float));
+}
+
+void CpuModelRunner::check_batch(const ForwardBatch& batch) const {
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SeqSlice& s = batch.seqs[i];
+    const int64_t n = static_cast<int64_t>(s.token_ids.size());
+    if (n == 0) fail(ErrorCode::kInvalidArgument, "batch slice {} has no tokens", i);
+    if (s.start_pos < 0)
+      fail(ErrorCode::kInvalidArgument, "batch slice {} starts at negative position {}", i, s.start_pos);
+    for (int32_t t : s.token_ids)
+      if (t < 0 || t >= config_.vocab_size)
+        fail(ErrorCode::kInvalidArgument, "batch slice {}: token id {} outside the vocabulary of {}",
+             i, t, config_.vocab_size);
+    const int64_t blocks_needed = (s.start_pos + n + kv_shape_.block_size - 1) / kv_shape_.block_size;
+    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed)
+      fail(ErrorCode::kInvalidArgument,
+           "batch slice {}: block table has {} blocks, positions up to {} need {}", i,
+           s.block_table.size(), s.start_pos + n - 1, blocks_needed);
+    for (int64_t b = 0; b < blocks_needed; ++b)
+      if (s.block_table[b] < 0 || s.block_table[b] >= kv_shape_.num_blocks)
+        fail(ErrorCode::kInvalidArgument, "batch slice {}: block id {} outside the cache of {} blocks",
+             i, s.block_table[b], kv_shape_.num_blocks);
+  }
+}
+
+void CpuModelRunner::prepare(const ForwardBatch& batch) {
+  s_.positions.clear();
+  s_.logit_rows.clear();
+  s_.seqs.clear();
+  int64_t row = 0;
+  for (const SeqSlice& slice : batch.seqs) {
+    const int64_t n = static_cast<int64_t>(slice.token_ids.size());
+    s_.seqs.push_back({.first_row = row, .num_tokens = n, .start_pos = slice.start_pos,
+                       .block_table = slice.block_table});
+    for (int64_t i = 0; i < n; ++i) s_.positions.push_back(slice.start_pos + i);
+    if (slice.want_logits) s_.logit_rows.push_back(row + n - 1);
+    row += n;
+  }
+  const int64_t t = row;
+  const int64_t hidden = config_.hidden_size;
+  const int64_t q_dim = config_.num_heads * config_.head_dim;
+  const int64_t kv_dim = config_.num_kv_heads * config_.head_dim;
+  grow(s_.x, t * hidden);
+  grow(s_.h, t * hidden);
+  grow(s_.qkv, t * (q_dim + 2 * kv_dim));
+  grow(s_.attn, t * q_dim);
+  grow(s_.gate_up, t * 2 * config_.intermediate_size);
+  grow(s_.act, t * config_.intermediate_size);
+  grow(s_.rope_cos, t * config_.head_dim / 2);
+  grow(s_.rope_sin, t * config_.head_dim / 2);
+  grow(s_.last, static_cast<int64_t>(s_.logit_rows.size()) * hidden);
+}
+
+void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
+  const CpuLayerWeights& w = weights_.layers[layer];
+  const int64_t hidden = config_.hidden_size;
+  const int64_t hd = config_.head_dim;
+  const int64_t q_dim = config_.num_heads * hd;
+  const int64_t kv_dim = config_.num_kv_heads * hd;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim;
+  const int64_t inter = config_.intermediate_size;
+  float* qkv = s_.qkv.data();
+
+  rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
+  linear(s_.h.data(), w.wqkv.data(), qkv, t, hidden, qkv_dim, false, num_threads_);
+  if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
+  apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
+  apply_rope(qkv + q_dim, t, config_.num_kv_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
+  write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache_[layer].data(),
+           v_cache_[layer].data(), s_.seqs, attn_dims_);
+  paged_attention(qkv, qkv_dim, k_cache_[layer].data(), v_cache_[layer].data(), s_.attn.data(),
+                  s_.seqs, attn_dims_, 1.0f / std::sqrt(static_cast<float>(hd)), num_threads_,
+                  s_.attention);
+  linear(s_.attn.data(), w.wo.data(), s_.x.data(), t, q_dim, hidden, /*accumulate=*/true, num_threads_);
+
+  rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
+  linear(s_.h.data(), w.w_gate_up.data(), s_.gate_up.data(), t, hidden, 2 * inter, false, num_threads_);
+  silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, num_threads_);
+  linear(s_.act.data(), w.w_down.data(), s_.x.data(), t, inter, hidden, /*accumulate=*/true, num_threads_);
+}
+
+void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  check_batch(batch);
+  prepare(batch);
+  const int64_t t = static_cast<int64_t>(s_.positions.size());
+  const int64_t hidden = config_.hidden_size;
+  const int64_t num_logit_rows = static_cast<int64_t>(s_.logit_rows.size());
+  logits.resize(static_cast<size_t>(num_logit_rows * config_.vocab_size));
+  if (t == 0) return;
+
+  rope_tables(s_.positions, inv_freq_, s_.rope_cos.data(), s_.rope_sin.data());
+  int64_t row = 0;
+  for (const SeqSlice& slice : batch.seqs)
+    for (int32_t id : slice.token_ids)
+      std::copy_n(weights_.tok_embeddings.data() + id * hidden, hidden, s_.x.data() + hidden * row++);
+
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) run_layer(layer, t);
+
+  if (num_logit_rows == 0) return;
+  for (int64_t r = 0; r < num_logit_rows; ++r)
+    rms_norm(s_.x.data() + s_.logit_rows[r] * hidden, weights_.final_norm.data(),
+             s_.last.data() + r * hidden, 1, hidden, config_.rms_norm_eps);
+  linear(s_.last.data(), weights_.lm_head_data(), logits.data(), num_logit_rows, hidden,
+         config_.vocab_size, false, num_threads_);
+}
+
+}  // namespace optimate::cpu

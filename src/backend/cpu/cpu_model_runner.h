@@ -1,0 +1,71 @@
+// The CPU reference backend: a multi-threaded fp32 forward pass of a Llama-family decoder
+// (Llama 2/3, SmolLM2, Mistral, Qwen2) over the paged KV cache of backend/model_runner.h.
+//
+// One forward() call runs every token of the batch (prefill chunks and decodes mixed) through
+// each layer together: the token rows share the GEMMs (OpenBLAS; sgemv for a single row), and
+// attention runs per (token, kv head) on OpenMP threads, reading K/V through block tables.
+// Scratch buffers only grow, so steady-state decoding allocates nothing.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_weights.h"
+#include "backend/model_runner.h"
+#include "model/weights.h"
+
+namespace optimate::cpu {
+
+struct CpuRunnerOptions {
+  int64_t num_kv_blocks = 0;  // KV cache capacity in blocks (required)
+  int64_t block_size = 16;    // tokens per block
+  int num_threads = 0;        // 0: OpenMP's default (all cores)
+};
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
+                 const CpuRunnerOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  const KvCacheShape& kv_shape() const override { return kv_shape_; }
+  void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+
+  int num_threads() const { return num_threads_; }
+  // Bytes of the KV cache of one token across all layers.
+  int64_t kv_bytes_per_token() const;
+
+ private:
+  struct Scratch {
+    std::vector<float> x;         // (tokens, hidden) residual stream
+    std::vector<float> h;         // (tokens, hidden) normed input of a block
+    std::vector<float> qkv;       // (tokens, q_dim + 2 * kv_dim)
+    std::vector<float> attn;      // (tokens, q_dim)
+    std::vector<float> gate_up;   // (tokens, 2 * intermediate)
+    std::vector<float> act;       // (tokens, intermediate)
+    std::vector<float> rope_cos;  // (tokens, head_dim / 2)
+    std::vector<float> rope_sin;  // (tokens, head_dim / 2)
+    std::vector<float> last;      // (logit rows, hidden)
+    std::vector<int64_t> positions;
+    std::vector<int64_t> logit_rows;
+    std::vector<AttentionSeq> seqs;
+    AttentionScratch attention;
+  };
+
+  void check_batch(const ForwardBatch& batch) const;
+  void prepare(const ForwardBatch& batch);
+  void run_layer(int64_t layer, int64_t num_tokens);
+
+  ModelConfig config_;
+  KvCacheShape kv_shape_;
+  AttentionDims attn_dims_;
+  int num_threads_ = 1;
+  CpuWeights weights_;
+  std::vector<float> inv_freq_;  // (head_dim / 2)
+  std::vector<std::vector<float>> k_cache_;  // [layer] (num_blocks, kv_heads, block_size, head_dim)
+  std::vector<std::vector<float>> v_cache_;  // [layer] same
+  Scratch s_;
+};
+
+}  // namespace optimate::cpu

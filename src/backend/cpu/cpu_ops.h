@@ -1,0 +1,84 @@
+// The operators of a Llama-family decoder on the CPU, in fp32. They are the reference twins of
+// the CUDA kernels: same layouts, same math, tested against Hugging Face through the whole model.
+//
+// Layouts: activations are row-major [num_tokens, features]; the query of token t, head h is
+// q[t * num_heads * head_dim + h * head_dim ...]; the KV cache of one layer is
+// [num_blocks, num_kv_heads, block_size, head_dim] (see backend/model_runner.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace optimate::cpu {
+
+// Element-wise ops take `num_threads` and split rows across them only for long prefills,
+// where they would otherwise be the serial part of the step.
+
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for each of num_tokens rows of `dim`.
+void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim,
+              float eps, int num_threads = 1);
+
+// y[t, :] = x[t, :] @ w^T (+ y[t, :] when accumulate): w is a Linear weight [out_dim, in_dim].
+// One row goes through sgemv, more through sgemm. The output features are split across
+// `num_threads` OpenMP threads, each calling single-threaded OpenBLAS on its slice of w: one
+// threading runtime for the whole forward pass, because OpenBLAS's own pthreads and OpenMP's
+// spin-waiting workers starve each other when cores are shared.
+void linear(const float* x, const float* w, float* y, int64_t num_tokens, int64_t in_dim,
+            int64_t out_dim, bool accumulate = false, int num_threads = 1);
+
+// Makes OpenBLAS run every call on the calling thread (see linear()).
+void use_single_threaded_blas();
+
+// Adds bias[out_dim] to each row of y.
+void add_bias(float* y, const float* bias, int64_t num_tokens, int64_t out_dim);
+
+// Rotary embedding, "rotate half" (NeoX/Hugging Face) form, in place on `num_heads` heads of
+// each token's row (row stride `row_stride` floats). cos/sin: [num_tokens, head_dim / 2], the
+// angle being float(position) * inv_freq[i] computed in fp32 as transformers does.
+void apply_rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+                int64_t row_stride, const float* cos, const float* sin);
+
+// Fills cos/sin [num_tokens, inv_freq.size()] for the given positions.
+void rope_tables(std::span<const int64_t> positions, std::span<const float> inv_freq, float* cos,
+                 float* sin);
+
+// gate_up: [num_tokens, 2 * dim] (gate then up); out[t, i] = silu(gate[t, i]) * up[t, i].
+void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, int num_threads = 1);
+
+struct AttentionDims {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t block_size = 0;
+  int64_t num_blocks = 0;
+};
+
+// One sequence's queries in a paged-attention call: rows [first_row, first_row + num_tokens) of
+// q/out are its tokens at positions start_pos, start_pos + 1, ...; each attends causally to the
+// cache positions [0, its own position].
+struct AttentionSeq {
+  int64_t first_row = 0;
+  int64_t num_tokens = 0;
+  int64_t start_pos = 0;
+  std::span<const int32_t> block_table;
+};
+
+// Copies k/v rows ([num_tokens, num_kv_heads * head_dim], row stride `row_stride`) of the
+// sequences' tokens into the layer's cache at their positions.
+void write_kv(const float* k, const float* v, int64_t row_stride, float* k_cache, float* v_cache,
+              std::span<const AttentionSeq> seqs, const AttentionDims& dims);
+
+// Per-thread scores, reused across calls so a step does not allocate.
+struct AttentionScratch {
+  std::vector<std::vector<float>> scores;  // [thread][heads per kv head * context]
+};
+
+// out[row, h] = softmax(q[row, h] . K^T * scale) V over the row's causal context, with GQA
+// (head h reads kv head h / (num_heads / num_kv_heads)). q row stride `q_stride` floats; out is
+// dense [rows, num_heads * head_dim]. Parallel over (token, kv head) with OpenMP.
+void paged_attention(const float* q, int64_t q_stride, const float* k_cache, const float* v_cache,
+                     float* out, std::span<const AttentionSeq> seqs, const AttentionDims& dims,
+                     float scale, int num_threads, AttentionScratch& scratch);
+
+}  // namespace optimate::cpu

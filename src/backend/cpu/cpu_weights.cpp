@@ -1,0 +1,98 @@
+#include "backend/cpu/cpu_weights.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace optimate::cpu {
+namespace {
+
+void expect_shape(const HostTensor& t, const char* role, std::initializer_list<int64_t> shape) {
+  if (!std::equal(t.shape.begin(), t.shape.end(), shape.begin(), shape.end()))
+    fail(ErrorCode::kInvalidFile, "tensor '{}' ({}) has shape [{}], expected [{}]", t.name, role,
+         fmt::join(t.shape, ", "), fmt::join(shape, ", "));
+  if (t.data.size() != dtype_row_bytes(t.dtype, static_cast<size_t>(t.num_elems())))
+    fail(ErrorCode::kInvalidFile, "tensor '{}' ({}) holds {} bytes, expected {} for {} {}", t.name,
+         role, t.data.size(), dtype_row_bytes(t.dtype, static_cast<size_t>(t.num_elems())),
+         t.num_elems(), dtype_name(t.dtype));
+}
+
+// Appends the dequantized tensor to `dst`.
+void append_f32(std::vector<float>& dst, const HostTensor& t) {
+  const size_t offset = dst.size();
+  dst.resize(offset + static_cast<size_t>(t.num_elems()));
+  dequantize_row(t.dtype, t.data.data(), dst.data() + offset, t.num_elems());
+}
+
+std::vector<float> f32(const HostTensor& t) {
+  std::vector<float> out;
+  append_f32(out, t);
+  return out;
+}
+
+}  // namespace
+
+CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w) {
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_dim = c.num_heads * c.head_dim;
+  const int64_t kv_dim = c.num_kv_heads * c.head_dim;
+  if (static_cast<int64_t>(w.layers.size()) != c.num_layers)
+    fail(ErrorCode::kInvalidFile, "model has {} layers of weights, config says {}", w.layers.size(),
+         c.num_layers);
+
+  CpuWeights out;
+  expect_shape(w.tok_embeddings, "token embedding", {c.vocab_size, hidden});
+  expect_shape(w.final_norm, "final norm", {hidden});
+  out.tok_embeddings = f32(w.tok_embeddings);
+  out.final_norm = f32(w.final_norm);
+  const bool tied = w.lm_head.empty() || w.lm_head.data.data() == w.tok_embeddings.data.data();
+  if (!tied) {
+    expect_shape(w.lm_head, "lm_head", {c.vocab_size, hidden});
+    out.lm_head = f32(w.lm_head);
+  }
+
+  out.layers.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& src = w.layers[i];
+    CpuLayerWeights& dst = out.layers[i];
+    expect_shape(src.attn_norm, "attention norm", {hidden});
+    expect_shape(src.wq, "q projection", {q_dim, hidden});
+    expect_shape(src.wk, "k projection", {kv_dim, hidden});
+    expect_shape(src.wv, "v projection", {kv_dim, hidden});
+    expect_shape(src.wo, "output projection", {hidden, q_dim});
+    expect_shape(src.ffn_norm, "ffn norm", {hidden});
+    expect_shape(src.w_gate, "gate projection", {c.intermediate_size, hidden});
+    expect_shape(src.w_up, "up projection", {c.intermediate_size, hidden});
+    expect_shape(src.w_down, "down projection", {hidden, c.intermediate_size});
+
+    dst.attn_norm = f32(src.attn_norm);
+    dst.wqkv.reserve(static_cast<size_t>((q_dim + 2 * kv_dim) * hidden));
+    append_f32(dst.wqkv, src.wq);
+    append_f32(dst.wqkv, src.wk);
+    append_f32(dst.wqkv, src.wv);
+    if (src.bq || src.bk || src.bv) {
+      if (!src.bq || !src.bk || !src.bv)
+        fail(ErrorCode::kInvalidFile, "layer {}: q/k/v biases must come together", i);
+      expect_shape(*src.bq, "q bias", {q_dim});
+      expect_shape(*src.bk, "k bias", {kv_dim});
+      expect_shape(*src.bv, "v bias", {kv_dim});
+      append_f32(dst.bqkv, *src.bq);
+      append_f32(dst.bqkv, *src.bk);
+      append_f32(dst.bqkv, *src.bv);
+    } else if (c.attention_bias) {
+      fail(ErrorCode::kInvalidFile, "layer {}: config has attention bias but the q/k/v biases are missing", i);
+    }
+    dst.wo = f32(src.wo);
+    dst.ffn_norm = f32(src.ffn_norm);
+    dst.w_gate_up.reserve(static_cast<size_t>(2 * c.intermediate_size * hidden));
+    append_f32(dst.w_gate_up, src.w_gate);
+    append_f32(dst.w_gate_up, src.w_up);
+    dst.w_down = f32(src.w_down);
+  }
+  return out;
+}
+
+}  // namespace optimate::cpu

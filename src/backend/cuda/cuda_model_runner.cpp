@@ -1,0 +1,237 @@
+// Construction (memory plan, buffers), the host side of a step (pack, copy, launch or replay,
+// copy back) and decode-graph capture.
+#include "backend/cuda/cuda_model_runner.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/programmatic_launch.h"
+#include "backend/cuda/runner_state.h"
+#include "core/logging.h"
+
+namespace optimate::cuda {
+namespace {
+
+int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o) {
+  if (o.max_model_len > 0) return o.max_model_len;
+  return c.max_position_embeddings > 0 ? std::min<int64_t>(c.max_position_embeddings, 8192) : 8192;
+}
+
+// Rows of decode attention that may use split-K partials; past this, one split is enough to
+// fill the GPU anyway (paged_attention_num_splits returns 1 once rows * kv_heads >= SMs).
+int64_t split_rows(const ModelConfig& c, int num_sms) {
+  return std::max<int64_t>(1, num_sms / std::max<int64_t>(1, c.num_kv_heads)) + 1;
+}
+
+// Decode graph batch sizes: powers of two, then every 32.
+int64_t graph_bucket(int64_t num_seqs) {
+  int64_t b = 1;
+  while (b < num_seqs && b < 32) b *= 2;
+  if (b >= num_seqs) return b;
+  return (num_seqs + 31) / 32 * 32;
+}
+
+void check_supported(const ModelConfig& c) {
+  if (c.head_dim != 64 && c.head_dim != 128)
+    fail(ErrorCode::kUnsupported, "CUDA backend: head_dim {} is not supported (64 or 128)", c.head_dim);
+  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8)
+    fail(ErrorCode::kUnsupported, "CUDA backend: {} heads over {} KV heads (groups up to 8)",
+         c.num_heads, c.num_kv_heads);
+}
+
+}  // namespace
+
+int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
+                                int64_t max_model_len) {
+  const int64_t T = o.max_num_batched_tokens, S = o.max_num_seqs;
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  int64_t b = 0;
+  b += T * c.hidden_size * 4;                       // residual
+  b += T * c.hidden_size * 2 * 2;                   // normed, branch
+  b += T * (q_dim + 2 * kv_dim) * 2 + T * q_dim * 2;  // qkv, attn
+  b += T * c.intermediate_size * 2 * 3;             // gate_up, act
+  b += S * c.vocab_size * 4 + S * 4;                // logits, greedy ids
+  b += paged_attention_workspace_floats(split_rows(c, num_sms), c.num_heads, 64, c.head_dim) * 4;
+  const int64_t mb = (max_model_len + o.block_size - 1) / o.block_size;
+  b += (6 * T + S * mb + 4 * (T / 64 + S) + S + 64) * 4;  // step metadata
+  b += int64_t{32} << 20;                           // cuBLASLt workspace
+  b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
+  return b;
+}
+
+CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
+    : state_(std::make_unique<State>()) {
+  OPTIMATE_CUDA_CHECK(cudaSetDevice(options.device));
+  check_supported(model.config);
+  // Fail on memory before copying gigabytes of weights.
+  size_t free_b = 0, total_b = 0;
+  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  int sms = 0;
+  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, options.device));
+  const int64_t len = resolve_max_model_len(model.config, options);
+  const int64_t kv_block_bytes = model.config.num_layers * 2 * model.config.num_kv_heads *
+                                 options.block_size * model.config.head_dim * 2;
+  plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), false,
+               options.gpu_memory_utilization, cuda_weight_bytes(model.config),
+               runner_activation_bytes(model.config, options, sms, len), kv_block_bytes,
+               (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+  CudaModelRunner tmp(upload_weights(model), options);
+  state_ = std::move(tmp.state_);
+}
+
+CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options)
+    : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  OPTIMATE_CUDA_CHECK(cudaSetDevice(options.device));
+  st.options = options;
+  st.config = weights.config;
+  st.weights = std::move(weights);
+  const ModelConfig& c = st.config;
+  check_supported(c);
+  if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
+    fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
+         "max_num_batched_tokens {} must be positive", options.block_size, options.max_num_seqs,
+         options.max_num_batched_tokens);
+  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&st.num_sms, cudaDevAttrMultiProcessorCount,
+                                             options.device));
+  const int64_t len = resolve_max_model_len(c, options);
+
+  size_t free_b = 0, total_b = 0;
+  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const int64_t kv_block_bytes = c.num_layers * 2 * c.num_kv_heads * options.block_size * c.head_dim * 2;
+  st.plan = plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), true,
+                         options.gpu_memory_utilization, static_cast<int64_t>(st.weights.bytes()),
+                         runner_activation_bytes(c, options, st.num_sms, len), kv_block_bytes,
+                         (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+  spdlog::info("CUDA memory plan: {}", st.plan.describe());
+
+  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim};
+  st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * st.plan.num_kv_blocks * c.num_kv_heads *
+                                         options.block_size * c.head_dim));
+
+  st.limits = {options.max_num_batched_tokens, options.max_num_seqs,
+               (len + options.block_size - 1) / options.block_size, options.block_size,
+               st.plan.num_kv_blocks, c.vocab_size, len, options.tensor_core_prefill};
+  st.layout = StepLayout(st.limits);
+  OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.staging, st.layout.total * sizeof(int32_t)));
+  std::memset(st.staging, 0, st.layout.total * sizeof(int32_t));
+  st.step.resize(st.layout.total);
+  OPTIMATE_CUDA_CHECK(cudaMemset(st.step.get(), 0, st.step.bytes()));
+
+  const std::vector<float> inv_freq = rope_inv_freq(c);
+  st.inv_freq.resize(inv_freq.size());
+  OPTIMATE_CUDA_CHECK(cudaMemcpy(st.inv_freq.get(), inv_freq.data(), inv_freq.size() * 4,
+                                 cudaMemcpyHostToDevice));
+
+  const int64_t T = options.max_num_batched_tokens, S = options.max_num_seqs;
+  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  st.residual.resize(T * c.hidden_size);
+  st.normed.resize(T * c.hidden_size);
+  st.branch.resize(T * c.hidden_size);
+  st.qkv.resize(T * (q_dim + 2 * kv_dim));
+  st.attn.resize(T * q_dim);
+  st.gate_up.resize(T * 2 * c.intermediate_size);
+  st.act.resize(T * c.intermediate_size);
+  st.attn_workspace_rows = split_rows(c, st.num_sms);
+  st.attn_workspace.resize(
+      paged_attention_workspace_floats(st.attn_workspace_rows, c.num_heads, 64, c.head_dim));
+  st.attn_split_counters.resize(st.attn_workspace_rows * c.num_kv_heads);
+  OPTIMATE_CUDA_CHECK(cudaMemset(st.attn_split_counters.get(), 0, st.attn_split_counters.bytes()));
+  st.logits.resize(S * c.vocab_size);
+  st.greedy.resize(S);
+
+  OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+  st.gemm = std::make_unique<Gemm>();
+}
+
+CudaModelRunner::~CudaModelRunner() {
+  if (!state_) return;
+  for (auto& [bucket, exec] : state_->graphs) cudaGraphExecDestroy(exec);
+  if (state_->stream) cudaStreamDestroy(state_->stream);
+  if (state_->staging) cudaFreeHost(state_->staging);
+}
+
+const ModelConfig& CudaModelRunner::config() const { return state_->config; }
+const KvCacheShape& CudaModelRunner::kv_shape() const { return state_->kv_shape; }
+const MemoryPlan& CudaModelRunner::memory_plan() const { return state_->plan; }
+int64_t CudaModelRunner::max_model_len() const { return state_->limits.max_model_len; }
+void CudaModelRunner::set_cuda_graphs(bool enabled) { state_->options.cuda_graphs = enabled; }
+
+void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_launch) {
+  State& st = *state_;
+  OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  for (auto& [bucket, exec] : st.graphs) cudaGraphExecDestroy(exec);
+  st.graphs.clear();
+  st.options.fused_decode = fused_decode;
+  set_programmatic_launch(programmatic_launch);
+}
+
+namespace {
+
+// Runs one step on the GPU; leaves the logits and greedy ids of its rows in the state's buffers
+// and returns the number of logits rows that belong to real slices.
+int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
+  const bool graph = st.options.cuda_graphs && is_uniform_decode(batch) &&
+                     graph_bucket(static_cast<int64_t>(batch.seqs.size())) <= st.options.max_num_seqs;
+  const int64_t pad_to = graph ? graph_bucket(static_cast<int64_t>(batch.seqs.size())) : 0;
+  const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
+  for (const auto& [offset, count] : in.used) {
+    if (count == 0) continue;
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging + offset,
+                                        count * sizeof(int32_t), cudaMemcpyHostToDevice, st.stream));
+  }
+  if (!graph) {
+    st.enqueue_forward(in, st.decode_splits(in.num_rows, in.max_ctx));
+    return in.num_logits_rows;
+  }
+  auto it = st.graphs.find(pad_to);
+  if (it == st.graphs.end()) {
+    // Splits are fixed at capture, so they are chosen for the longest context a replay may see.
+    const int splits = st.decode_splits(pad_to, st.limits.max_model_len);
+    st.enqueue_forward(in, splits);  // warm-up: cuBLASLt plans for these shapes exist before capture
+    cudaGraph_t g = nullptr;
+    OPTIMATE_CUDA_CHECK(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      st.enqueue_forward(in, splits);
+    } catch (...) {
+      cudaStreamEndCapture(st.stream, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    OPTIMATE_CUDA_CHECK(cudaStreamEndCapture(st.stream, &g));
+    cudaGraphExec_t exec = nullptr;
+    OPTIMATE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+    it = st.graphs.emplace(pad_to, exec).first;
+  }
+  OPTIMATE_CUDA_CHECK(cudaGraphLaunch(it->second, st.stream));
+  return in.num_seqs;
+}
+
+}  // namespace
+
+void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  State& st = *state_;
+  const int64_t rows = run_step(st, batch);
+  logits.resize(static_cast<size_t>(rows * st.config.vocab_size));
+  if (rows > 0)
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(logits.data(), st.logits.get(),
+                                        logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                        st.stream));
+  OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+}
+
+void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+  State& st = *state_;
+  const int64_t rows = run_step(st, batch);
+  token_ids.resize(static_cast<size_t>(rows));
+  if (rows > 0)
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), st.greedy.get(), rows * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost, st.stream));
+  OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+}
+
+}  // namespace optimate::cuda

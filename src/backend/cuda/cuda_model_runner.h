@@ -1,0 +1,61 @@
+// The CUDA ModelRunner for Llama-family decoders: bf16 weights and paged KV cache on one GPU,
+// cuBLASLt GEMMs, the kernels of this folder, and CUDA graphs replayed for decode steps.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/memory_plan.h"
+#include "backend/model_runner.h"
+#include "model/weights.h"
+
+namespace optimate::cuda {
+
+struct CudaRunnerOptions {
+  int device = 0;
+  double gpu_memory_utilization = 0.9;
+  int64_t block_size = 16;
+  int64_t max_num_batched_tokens = 8192;  // tokens in one step (sizes the activations)
+  int64_t max_num_seqs = 256;
+  int64_t max_model_len = 0;   // 0: the model's max_position_embeddings, at most 8192
+  int64_t num_kv_blocks = 0;   // 0: as many as the memory plan allows
+  bool cuda_graphs = true;     // capture and replay uniform decode steps per batch bucket
+  bool tensor_core_prefill = true;  // prefill chunks on the tiled tensor-core kernel
+  // Steps of at most kGemvMaxRows tokens run RMSNorm, RoPE + KV write, SiLU*mul and the
+  // residual adds inside the small-m GEMV (four weight-streaming launches per layer).
+  bool fused_decode = true;
+};
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  // Uploads host weights (any dtype; quantized ones are dequantized to bf16).
+  CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options);
+  // Takes weights already on the GPU (make_dummy_weights).
+  CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  const ModelConfig& config() const override;
+  const KvCacheShape& kv_shape() const override;
+  void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+
+  // Like forward, but returns the greedy token of each logits row (argmax on the GPU), so only
+  // one int32 per row crosses back to the host.
+  void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids);
+
+  // Turns decode-graph replay on or off (benchmarks compare both); captured graphs are kept.
+  void set_cuda_graphs(bool enabled);
+  // Switches the fused small-step path and programmatic dependent launch (a process-wide
+  // setting, see programmatic_launch.h); drops captured graphs so replays use the new choice.
+  void set_launch_options(bool fused_decode, bool programmatic_launch);
+
+  const MemoryPlan& memory_plan() const;
+  int64_t max_model_len() const;
+
+  struct State;  // device buffers and plans; defined in runner_state.h
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace optimate::cuda

@@ -1,0 +1,66 @@
+// Small device helpers shared by the kernels: warp reductions and 16-byte bf16 vectors.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cstdint>
+
+namespace optimate::cuda {
+
+// Sums over `width` consecutive lanes (a power of two <= 32); every lane of the group gets it.
+template <int width = 32>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int offset = width / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+template <int width = 32>
+__device__ __forceinline__ float group_max(float v) {
+#pragma unroll
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Eight bf16 values moved as one 16-byte access.
+struct alignas(16) Bf16x8 {
+  __nv_bfloat162 h[4];
+};
+
+__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* src, float (&dst)[8]) {
+  const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(src);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(v.h[i]);
+    dst[2 * i] = f.x;
+    dst[2 * i + 1] = f.y;
+  }
+}
+
+__device__ __forceinline__ void store_bf16x8(__nv_bfloat16* dst, const float (&src)[8]) {
+  Bf16x8 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v.h[i] = __floats2bfloat162_rn(src[2 * i], src[2 * i + 1]);
+  *reinterpret_cast<Bf16x8*>(dst) = v;
+}
+
+}  // namespace optimate::cuda
+
+namespace optimate::cuda {
+
+// Programmatic dependent launch (see programmatic_launch.h). wait: blocks until the previous
+// grid on the stream has completed and flushed its writes (a no-op when this grid was not
+// launched as a dependent). launch_dependents: lets the next grid start its prologue.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+}  // namespace optimate::cuda

@@ -1,0 +1,169 @@
+// The launch sequence of one forward step. Every pointer and launch shape here depends only on
+// the step's counts, never on host data, so a uniform decode step can be captured once per
+// batch size and replayed.
+//
+// Steps of at most kGemvMaxRows tokens (decode) take the fused path: per layer the QKV GEMV
+// normalises the residual stream itself and rotates q/k and writes the KV cache in its
+// epilogue, the o and down GEMVs add into the residual stream, and the gate/up GEMV applies
+// SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
+#include <cmath>
+
+#include "backend/cuda/activation.h"
+#include "backend/cuda/argmax.h"
+#include "backend/cuda/embedding.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kv_cache_write.h"
+#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/rmsnorm.h"
+#include "backend/cuda/rope.h"
+#include "backend/cuda/runner_state.h"
+
+namespace optimate::cuda {
+
+__nv_bfloat16* CudaModelRunner::State::k_cache(int64_t layer) const {
+  const int64_t per_layer = kv_shape.num_blocks * kv_shape.num_kv_heads * kv_shape.block_size *
+                            kv_shape.head_dim;
+  return kv_cache.get() + (2 * layer) * per_layer;
+}
+
+__nv_bfloat16* CudaModelRunner::State::v_cache(int64_t layer) const {
+  return k_cache(layer) + kv_shape.num_blocks * kv_shape.num_kv_heads * kv_shape.block_size *
+                              kv_shape.head_dim;
+}
+
+int CudaModelRunner::State::decode_splits(int64_t num_rows, int64_t max_ctx) const {
+  const int splits = paged_attention_num_splits(num_rows, config.num_kv_heads, max_ctx, num_sms);
+  return num_rows <= attn_workspace_rows ? splits : 1;
+}
+
+void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_splits) {
+  const ModelConfig& c = config;
+  const int64_t T = in.num_tokens, H = c.hidden_size, D = c.head_dim;
+  const int64_t q_dim = c.num_heads * D, kv_dim = c.num_kv_heads * D;
+  const int64_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
+  const int32_t* meta = step.get();
+  const int32_t* token_ids = meta + layout.token_ids;
+  const int32_t* positions = meta + layout.positions;
+  const int32_t* slots = meta + layout.slot_mapping;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  cudaStream_t s = stream;
+
+  PagedAttentionParams dec;
+  dec.q = qkv.get();
+  dec.q_row_stride = qkv_dim;
+  dec.rows = meta + layout.rows;
+  dec.row_seq = meta + layout.row_seq;
+  dec.row_ctx = meta + layout.row_ctx;
+  dec.block_tables = meta + layout.block_tables;
+  dec.max_blocks_per_seq = limits.max_blocks_per_seq;
+  dec.out = attn.get();
+  dec.out_row_stride = q_dim;
+  dec.workspace = attn_workspace.get();
+  dec.split_counters = attn_split_counters.get();
+  dec.num_rows = in.num_rows;
+  dec.num_heads = c.num_heads;
+  dec.num_kv_heads = c.num_kv_heads;
+  dec.head_dim = D;
+  dec.block_size = kv_shape.block_size;
+  dec.num_splits = num_splits;
+  dec.scale = scale;
+
+  PrefillAttentionParams pre;
+  pre.q = qkv.get();
+  pre.q_row_stride = qkv_dim;
+  pre.tiles = meta + layout.tiles;
+  pre.block_tables = meta + layout.block_tables;
+  pre.max_blocks_per_seq = limits.max_blocks_per_seq;
+  pre.out = attn.get();
+  pre.out_row_stride = q_dim;
+  pre.num_tiles = in.num_tiles;
+  pre.num_heads = c.num_heads;
+  pre.num_kv_heads = c.num_kv_heads;
+  pre.head_dim = D;
+  pre.block_size = kv_shape.block_size;
+  pre.scale = scale;
+
+  const bool fused = options.fused_decode && T >= 1 && T <= kGemvMaxRows && H % 8 == 0 &&
+                     q_dim % 8 == 0 && inter % 8 == 0 && T * H * 2 <= 200 * 1024;
+  GemvParams qkv_p, o_p, gate_up_p, down_p;
+  qkv_p.input = gate_up_p.input = GemvInput::kRmsNorm;
+  qkv_p.residual_in = gate_up_p.residual_in = residual.get();
+  qkv_p.eps = gate_up_p.eps = c.rms_norm_eps;
+  qkv_p.m = o_p.m = gate_up_p.m = down_p.m = T;
+  qkv_p.epilogue = GemvEpilogue::kRopeKvWrite;
+  qkv_p.n = qkv_dim;
+  qkv_p.k = H;
+  qkv_p.y = qkv.get();
+  qkv_p.positions = positions;
+  qkv_p.inv_freq = inv_freq.get();
+  qkv_p.slot_mapping = slots;
+  qkv_p.num_heads = c.num_heads;
+  qkv_p.num_kv_heads = c.num_kv_heads;
+  qkv_p.head_dim = D;
+  qkv_p.block_size = kv_shape.block_size;
+  o_p.epilogue = down_p.epilogue = GemvEpilogue::kAddResidual;
+  o_p.residual_out = down_p.residual_out = residual.get();
+  o_p.x = attn.get();
+  o_p.n = H;
+  o_p.k = q_dim;
+  gate_up_p.epilogue = GemvEpilogue::kSiluMul;
+  gate_up_p.n = 2 * inter;
+  gate_up_p.k = H;
+  gate_up_p.y = act.get();
+  down_p.x = act.get();
+  down_p.n = H;
+  down_p.k = inter;
+
+  embedding_gather(weights.tok_embeddings, token_ids, residual.get(), T, H, s);
+  for (int64_t l = 0; l < c.num_layers && fused; ++l) {
+    const CudaLayerWeights& w = weights.layers[l];
+    qkv_p.norm_weight = w.attn_norm;
+    qkv_p.w = w.wqkv;
+    qkv_p.bias = w.bqkv;
+    qkv_p.k_cache = k_cache(l);
+    qkv_p.v_cache = v_cache(l);
+    gemv(qkv_p, s);
+    dec.k_cache = pre.k_cache = k_cache(l);
+    dec.v_cache = pre.v_cache = v_cache(l);
+    if (in.num_rows > 0) paged_attention(dec, s);
+    if (in.num_tiles > 0) prefill_attention(pre, s);
+    o_p.w = w.wo;
+    gemv(o_p, s);
+    gate_up_p.norm_weight = w.ffn_norm;
+    gate_up_p.w = w.w_gate_up;
+    gemv(gate_up_p, s);
+    down_p.w = w.w_down;
+    gemv(down_p, s);
+  }
+  for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
+    const CudaLayerWeights& w = weights.layers[l];
+    rmsnorm_residual(l == 0 ? nullptr : branch.get(), residual.get(), w.attn_norm, normed.get(),
+                     nullptr, T, H, c.rms_norm_eps, s);
+    gemm->linear(normed.get(), w.wqkv, w.bqkv, qkv.get(), GemmOutput::kBf16, T, qkv_dim, H, s);
+    rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
+                 s);
+    kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, k_cache(l), v_cache(l),
+                   slots, T, c.num_kv_heads, kv_shape.block_size, D, s);
+    dec.k_cache = pre.k_cache = k_cache(l);
+    dec.v_cache = pre.v_cache = v_cache(l);
+    if (in.num_rows > 0) paged_attention(dec, s);
+    if (in.num_tiles > 0) prefill_attention(pre, s);
+    gemm->linear(attn.get(), w.wo, nullptr, branch.get(), GemmOutput::kBf16, T, H, q_dim, s);
+    rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
+                     c.rms_norm_eps, s);
+    gemm->linear(normed.get(), w.w_gate_up, nullptr, gate_up.get(), GemmOutput::kBf16, T,
+                 2 * inter, H, s);
+    silu_mul(gate_up.get(), act.get(), T, inter, s);
+    gemm->linear(act.get(), w.w_down, nullptr, branch.get(), GemmOutput::kBf16, T, H, inter, s);
+  }
+  // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM.
+  const int64_t R = in.num_logits_rows;
+  rmsnorm_residual(fused ? nullptr : branch.get(), residual.get(), weights.final_norm, normed.get(),
+                   meta + layout.logits_rows, R, H, c.rms_norm_eps, s);
+  gemm->linear(normed.get(), weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, R,
+               c.vocab_size, H, s);
+  argmax_rows(logits.get(), greedy.get(), R, c.vocab_size, s);
+}
+
+}  // namespace optimate::cuda

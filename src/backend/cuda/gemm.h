@@ -1,0 +1,51 @@
+// Linear layers through cuBLASLt: bf16 operands, fp32 accumulation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_buffer.h"
+
+namespace optimate::cuda {
+
+enum class GemmOutput { kBf16, kF32 };
+
+// Owns the cuBLASLt handle, a workspace, and one cached plan (descriptors + algorithm) per
+// problem shape, so steady-state calls (and CUDA graph capture) do no heuristic search.
+class Gemm {
+ public:
+  explicit Gemm(size_t workspace_bytes = size_t{32} << 20);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]). x, w, bias bf16 row-major (w in the Linear
+  // [out_features, in_features] layout); y row-major bf16 or fp32. Up to kGemvMaxRows rows go
+  // to the bandwidth-bound kernel of gemv.h unless set_small_m_kernel(false).
+  void linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, void* y,
+              GemmOutput out, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+
+  // Routes small-m calls to cuBLASLt too (benchmarks compare the two paths).
+  void set_small_m_kernel(bool enabled) { use_gemv_ = enabled; }
+
+ private:
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;
+  bool use_gemv_ = true;
+  Plan& plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias);
+
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer<uint8_t> workspace_;
+  std::map<Key, Plan> plans_;
+};
+
+}  // namespace optimate::cuda

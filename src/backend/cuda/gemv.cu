@@ -1,0 +1,348 @@
+// Small-m linear layer with optional fused neighbours (see gemv.h). Each warp owns a pair of
+// output rows (a, a + half_span) so that epilogues that combine two rows stay in registers:
+// half_span 1 pairs adjacent rows, head_dim / 2 pairs RoPE's rotate-half partners, n / 2
+// pairs gate with up. `split` warps of a block share a pair, each streaming every split-th
+// 256-element chunk of k, and their partial sums meet in shared memory in a fixed order.
+//
+// Weight loads are 16 bytes per lane, evict-first, kUnroll chunks per row in flight, and the
+// next batch is issued before the current one is consumed. The first batch goes out before
+// wait_for_prior_grid(): under programmatic launch it overlaps the previous kernel's tail.
+//
+// Layouts: x [m, k] bf16 (or the fp32 residual stream, normalised into shared memory as
+// [m, k] bf16), w [n, k] bf16, outputs per gemv.h. Launch: ceil(pairs / (8 / split)) blocks
+// of 256 threads; dynamic shared memory m * k * 2 bytes with the RMSNorm input.
+#include "backend/cuda/gemv.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/programmatic_launch.h"
+
+namespace optimate::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kUnroll = 4;
+constexpr int kChunk = 32 * 8;  // elements one warp covers per 16-byte load
+
+__device__ __forceinline__ Bf16x8 load_stream(const __nv_bfloat16* p) {
+  const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
+  return *reinterpret_cast<const Bf16x8*>(&v);
+}
+
+__device__ __forceinline__ float dot8(const Bf16x8& a, const Bf16x8& b) {
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(a.h[i]);
+    const float2 fb = __bfloat1622float2(b.h[i]);
+    s = fmaf(fa.x, fb.x, s);
+    s = fmaf(fa.y, fb.y, s);
+  }
+  return s;
+}
+
+__device__ __forceinline__ void load_batch(Bf16x8 (&dst)[kUnroll][2], const __nv_bfloat16* wa,
+                                           const __nv_bfloat16* wb, int c, int stride, int k,
+                                           bool active) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int cu = c + u * stride;
+    if (active && cu < k) {
+      dst[u][0] = load_stream(wa + cu);
+      dst[u][1] = load_stream(wb + cu);
+    }
+  }
+}
+
+__device__ __forceinline__ float round_bf16(float v) {
+  return __bfloat162float(__float2bfloat16(v));
+}
+
+// Writes bf16(residual * rsqrt(mean square + eps) * weight) for m rows into xs, with the
+// reduction order of rmsnorm_residual_kernel so both paths produce the same bits.
+__device__ void normalize_rows(const GemvParams& p, int m, __nv_bfloat16* xs, float* warp_sums) {
+  const int k = static_cast<int>(p.k);
+  for (int i = 0; i < m; ++i) {
+    const float* res = p.residual_in + static_cast<int64_t>(i) * k;
+    float sum_sq = 0.0f;
+    for (int j = threadIdx.x; j < k; j += kThreads) sum_sq += res[j] * res[j];
+    sum_sq = group_sum(sum_sq);
+    if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum_sq;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += warp_sums[w];
+    const float inv_rms = rsqrtf(total / k + p.eps);
+    for (int j = threadIdx.x; j < k; j += kThreads)
+      xs[static_cast<int64_t>(i) * k + j] =
+          __float2bfloat16(res[j] * inv_rms * __bfloat162float(p.norm_weight[j]));
+    __syncthreads();
+  }
+}
+
+__device__ void epilogue(const GemvParams& p, int t, int a, int b, bool has_b, float va, float vb) {
+  const int64_t n = p.n;
+  if (p.bias) {
+    va += __bfloat162float(p.bias[a]);
+    if (has_b) vb += __bfloat162float(p.bias[b]);
+  }
+  switch (p.epilogue) {
+    case GemvEpilogue::kStoreBf16: {
+      auto* y = static_cast<__nv_bfloat16*>(p.y) + t * n;
+      y[a] = __float2bfloat16(va);
+      if (has_b) y[b] = __float2bfloat16(vb);
+      break;
+    }
+    case GemvEpilogue::kStoreF32: {
+      float* y = static_cast<float*>(p.y) + t * n;
+      y[a] = va;
+      if (has_b) y[b] = vb;
+      break;
+    }
+    case GemvEpilogue::kAddResidual: {
+      float* r = p.residual_out + t * n;
+      r[a] += round_bf16(va);
+      if (has_b) r[b] += round_bf16(vb);
+      break;
+    }
+    case GemvEpilogue::kSiluMul: {
+      const float g = round_bf16(va), u = round_bf16(vb);
+      static_cast<__nv_bfloat16*>(p.y)[t * (n / 2) + a] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+      break;
+    }
+    case GemvEpilogue::kRopeKvWrite: {
+      const int D = static_cast<int>(p.head_dim);
+      const int q_dim = static_cast<int>(p.num_heads) * D, kv_dim = static_cast<int>(p.num_kv_heads) * D;
+      const float x0 = round_bf16(va), x1 = round_bf16(vb);
+      __nv_bfloat16 o0 = __float2bfloat16(x0), o1 = __float2bfloat16(x1);
+      if (a < q_dim + kv_dim) {
+        float s, c;
+        sincosf(static_cast<float>(p.positions[t]) * p.inv_freq[a % D], &s, &c);
+        o0 = __float2bfloat16(x0 * c - x1 * s);
+        o1 = __float2bfloat16(x1 * c + x0 * s);
+      }
+      auto* y = static_cast<__nv_bfloat16*>(p.y) + t * n;
+      y[a] = o0;
+      y[b] = o1;
+      const int slot = p.slot_mapping[t];
+      if (a >= q_dim && slot >= 0) {
+        const int local = (a - q_dim) % kv_dim;
+        const int64_t block = slot / p.block_size, offset = slot % p.block_size;
+        const int64_t dst = ((block * p.num_kv_heads + local / D) * p.block_size + offset) * D + local % D;
+        __nv_bfloat16* cache = a < q_dim + kv_dim ? p.k_cache : p.v_cache;
+        cache[dst] = o0;
+        cache[dst + D / 2] = o1;
+      }
+      break;
+    }
+  }
+}
+
+template <int M>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_kernel(const GemvParams p, int split, int half_span, int num_pairs) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float partial[kWarps][2][M];
+  __shared__ float warp_sums[kWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int pair = blockIdx.x * (kWarps / split) + warp / split;
+  const int part = warp % split;
+  const bool active = pair < num_pairs;
+  const int k = static_cast<int>(p.k), n = static_cast<int>(p.n);
+  const int group = (active ? pair : 0) / half_span;
+  const int a = group * 2 * half_span + (active ? pair : 0) % half_span;
+  const int b = a + half_span;
+  const bool has_b = b < n;
+  const __nv_bfloat16* wa = p.w + static_cast<int64_t>(a) * k;
+  const __nv_bfloat16* wb = p.w + static_cast<int64_t>(has_b ? b : a) * k;
+  const int stride = split * kChunk;
+  int c = (part * 32 + lane) * 8;
+
+  Bf16x8 cur[kUnroll][2];
+  load_batch(cur, wa, wb, c, stride, k, active);
+  wait_for_prior_grid();
+  allow_next_grid();
+
+  const __nv_bfloat16* x = p.x;
+  if (p.input == GemvInput::kRmsNorm) {
+    auto* xs = reinterpret_cast<__nv_bfloat16*>(smem);
+    normalize_rows(p, M, xs, warp_sums);
+    x = xs;
+  }
+
+  float acc[2][M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
+  for (; c < k; c += kUnroll * stride) {
+    Bf16x8 next[kUnroll][2];
+    load_batch(next, wa, wb, c + kUnroll * stride, stride, k, active);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int cu = c + u * stride;
+      if (cu < k) {
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          const Bf16x8 xv = *reinterpret_cast<const Bf16x8*>(x + static_cast<int64_t>(i) * k + cu);
+          acc[0][i] += dot8(cur[u][0], xv);
+          acc[1][i] += dot8(cur[u][1], xv);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      cur[u][0] = next[u][0];
+      cur[u][1] = next[u][1];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    acc[0][i] = group_sum(acc[0][i]);
+    acc[1][i] = group_sum(acc[1][i]);
+  }
+  if (split > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+        partial[warp][0][i] = acc[0][i];
+        partial[warp][1][i] = acc[1][i];
+      }
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int i = 0; i < M; ++i) {
+      float s0 = 0.0f, s1 = 0.0f;
+      for (int s = 0; s < split; ++s) {
+        s0 += partial[warp + s][0][i];
+        s1 += partial[warp + s][1][i];
+      }
+      acc[0][i] = s0;
+      acc[1][i] = s1;
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+    if (lane == i) epilogue(p, i, a, b, has_b, acc[0][i], acc[1][i]);
+}
+
+int device_sms() {
+  static const int sms = [] {
+    int dev = 0, v = 0;
+    OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
+    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return sms;
+}
+
+// The split whose grid fills its last wave of resident blocks best (ties to the smaller
+// split): measured on H200, a decode GEMV's time follows its wave count, so a 1.45-wave grid
+// loses a quarter of its bandwidth while the same matrix in 2.9 waves does not.
+int pick_split(int64_t num_pairs, int64_t k, int64_t resident_blocks) {
+  int best = 1;
+  double best_fill = -1.0;
+  for (int split = 1; split <= 4; split *= 2) {
+    if (split > 1 && k < int64_t{2} * split * kChunk) break;
+    const int64_t blocks = (num_pairs * split + kWarps - 1) / kWarps;
+    const int64_t waves = (blocks + resident_blocks - 1) / resident_blocks;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * resident_blocks);
+    if (fill > best_fill + 0.02) {
+      best = split;
+      best_fill = fill;
+    }
+  }
+  return best;
+}
+
+template <int M>
+int64_t resident_blocks(size_t smem) {
+  int per_sm = 0;
+  OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M>, kThreads, smem));
+  return static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * device_sms();
+}
+
+template <int M>
+void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
+  const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(M * p.k * 2) : 0;
+  if (split == 0) split = pick_split(num_pairs, p.k, resident_blocks<M>(smem));
+  if (smem > 48 * 1024) {
+    static bool raised = false;
+    if (!raised) {
+      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               200 * 1024));
+      raised = true;
+    }
+  }
+  const int64_t pairs_per_block = kWarps / split;
+  const unsigned blocks = static_cast<unsigned>((num_pairs + pairs_per_block - 1) / pairs_per_block);
+  launch_programmatic(gemv_kernel<M>, dim3(blocks), dim3(kThreads), smem, stream, "gemv_kernel",
+                      p, split, half_span, static_cast<int>(num_pairs));
+}
+
+}  // namespace
+
+int gemv_auto_split(int64_t n, int64_t k) { return pick_split((n + 1) / 2, k, resident_blocks<1>(0)); }
+
+void gemv(const GemvParams& p, cudaStream_t stream) {
+  OPTIMATE_SHAPE_CHECK(p.m >= 1 && p.m <= kGemvMaxRows, "m {} (1..{})", p.m, kGemvMaxRows);
+  OPTIMATE_SHAPE_CHECK(p.k % 8 == 0 && p.k > 0 && p.n > 0 && p.n < (int64_t{1} << 30) &&
+                           p.k < (int64_t{1} << 24),
+                       "n {} k {} (k a multiple of 8)", p.n, p.k);
+  OPTIMATE_SHAPE_CHECK(p.w && (p.input == GemvInput::kBf16 ? p.x != nullptr
+                                                           : p.residual_in && p.norm_weight),
+                       "missing input or weight");
+  OPTIMATE_SHAPE_CHECK(p.input != GemvInput::kRmsNorm || p.m * p.k * 2 <= 200 * 1024,
+                       "RMSNorm input of {} x {} does not fit shared memory", p.m, p.k);
+  OPTIMATE_SHAPE_CHECK(p.split_k == 0 || p.split_k == 1 || p.split_k == 2 || p.split_k == 4 ||
+                           p.split_k == 8,
+                       "split_k {} (0, 1, 2, 4 or 8)", p.split_k);
+  int64_t half_span = 1;
+  if (p.epilogue == GemvEpilogue::kSiluMul) {
+    OPTIMATE_SHAPE_CHECK(p.n % 2 == 0 && p.y, "gate/up rows {} must be even", p.n);
+    half_span = p.n / 2;
+  } else if (p.epilogue == GemvEpilogue::kRopeKvWrite) {
+    OPTIMATE_SHAPE_CHECK(p.head_dim > 0 && p.head_dim % 2 == 0 && p.num_kv_heads > 0 &&
+                             p.n == (p.num_heads + 2 * p.num_kv_heads) * p.head_dim,
+                         "n {} != (heads {} + 2 kv heads {}) * head_dim {}", p.n, p.num_heads,
+                         p.num_kv_heads, p.head_dim);
+    OPTIMATE_SHAPE_CHECK(p.y && p.positions && p.inv_freq && p.slot_mapping && p.k_cache &&
+                             p.v_cache && p.block_size > 0,
+                         "RoPE/KV epilogue needs positions, inv_freq, slots and caches");
+    half_span = p.head_dim / 2;
+  } else if (p.epilogue == GemvEpilogue::kAddResidual) {
+    OPTIMATE_SHAPE_CHECK(p.residual_out != nullptr, "residual epilogue needs residual_out");
+  } else {
+    OPTIMATE_SHAPE_CHECK(p.y != nullptr, "null output");
+  }
+  const int64_t num_pairs = half_span == 1 ? (p.n + 1) / 2 : p.n / 2;
+  const int split = p.split_k;  // 0: launch<M> picks it for its occupancy
+  switch (p.m) {
+    case 1: return launch<1>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 2: return launch<2>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 3: return launch<3>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 4: return launch<4>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 5: return launch<5>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 6: return launch<6>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    case 7: return launch<7>(p, split, static_cast<int>(half_span), num_pairs, stream);
+    default: return launch<8>(p, split, static_cast<int>(half_span), num_pairs, stream);
+  }
+}
+
+void gemv_linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
+                 void* y, bool out_f32, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  GemvParams p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.x = x;
+  p.w = w;
+  p.bias = bias;
+  p.y = y;
+  p.epilogue = out_f32 ? GemvEpilogue::kStoreF32 : GemvEpilogue::kStoreBf16;
+  gemv(p, stream);
+}
+
+}  // namespace optimate::cuda

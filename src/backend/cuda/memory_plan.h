@@ -1,0 +1,37 @@
+// How the GPU's memory is split between weights, per-step activations and the KV-cache pool,
+// from a --gpu-memory-utilization fraction (vLLM's meaning: the share of the whole card this
+// process may use, counting what other processes already hold against it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace optimate::cuda {
+
+struct MemoryPlanInput {
+  int64_t total_bytes = 0;       // the card's memory
+  int64_t free_bytes = 0;        // free now (cudaMemGetInfo)
+  bool weights_resident = false; // weights already allocated, so counted in used = total - free
+  double gpu_memory_utilization = 0.9;
+  int64_t weight_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t kv_block_bytes = 0;    // one block of K and V across all layers
+  int64_t min_kv_blocks = 1;     // blocks one full-length sequence needs
+  int64_t requested_kv_blocks = 0;  // 0: as many as fit
+};
+
+struct MemoryPlan {
+  int64_t budget_bytes = 0;  // total * utilization
+  int64_t other_bytes = 0;   // held by other processes or contexts before us
+  int64_t weight_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t kv_block_bytes = 0;
+  int64_t num_kv_blocks = 0;
+  std::string describe() const;
+};
+
+// Throws Error(kResourceExhausted) naming every term when the weights, activations and KV
+// for one full-length sequence do not fit, and Error(kInvalidArgument) for a bad fraction.
+MemoryPlan plan_memory(const MemoryPlanInput& in);
+
+}  // namespace optimate::cuda

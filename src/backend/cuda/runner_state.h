@@ -1,0 +1,65 @@
+// The device-side state of a CudaModelRunner, shared by its construction code and its forward
+// pass. Internal to src/backend/cuda.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_model_runner.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/step_inputs.h"
+
+namespace optimate::cuda {
+
+struct CudaModelRunner::State {
+  CudaRunnerOptions options;
+  ModelConfig config;
+  CudaWeights weights;
+  KvCacheShape kv_shape;
+  MemoryPlan plan;
+  StepLimits limits;
+  StepLayout layout;
+  int num_sms = 0;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<Gemm> gemm;
+
+  // KV cache: [num_layers, 2 (K, V), num_blocks, num_kv_heads, block_size, head_dim].
+  DeviceBuffer<__nv_bfloat16> kv_cache;
+  DeviceBuffer<float> inv_freq;     // (head_dim / 2)
+  // Step metadata: pinned host staging and its device mirror, both layout.total int32.
+  int32_t* staging = nullptr;
+  DeviceBuffer<int32_t> step;
+  // Activations, sized for max_num_batched_tokens rows (logits rows: max_num_seqs).
+  DeviceBuffer<float> residual;          // [T, hidden]
+  DeviceBuffer<__nv_bfloat16> normed;    // [T, hidden]
+  DeviceBuffer<__nv_bfloat16> qkv;       // [T, q_dim + 2 kv_dim]
+  DeviceBuffer<__nv_bfloat16> attn;      // [T, q_dim]
+  DeviceBuffer<__nv_bfloat16> branch;    // [T, hidden]: attention or MLP output
+  DeviceBuffer<__nv_bfloat16> gate_up;   // [T, 2 intermediate]
+  DeviceBuffer<__nv_bfloat16> act;       // [T, intermediate]
+  DeviceBuffer<float> attn_workspace;    // split-K partials
+  DeviceBuffer<int> attn_split_counters;  // [attn_workspace_rows, num_kv_heads], kept zero
+  DeviceBuffer<float> logits;            // [max_num_seqs, vocab]
+  DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
+  int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
+
+  // Decode graphs by padded batch size.
+  std::map<int64_t, cudaGraphExec_t> graphs;
+
+  __nv_bfloat16* k_cache(int64_t layer) const;
+  __nv_bfloat16* v_cache(int64_t layer) const;
+  int decode_splits(int64_t num_rows, int64_t max_ctx) const;
+
+  // Enqueues the whole forward pass for the step described by `in` (already on the device).
+  void enqueue_forward(const StepInputs& in, int num_splits);
+};
+
+// Activation bytes for a configuration (the memory plan reserves them before the KV pool).
+int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
+                                int64_t max_model_len);
+
+}  // namespace optimate::cuda

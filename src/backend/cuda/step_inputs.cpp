@@ -1,0 +1,131 @@
+#include "backend/cuda/step_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/prefill_attention.h"
+#include "core/error.h"
+
+namespace optimate::cuda {
+
+StepLayout::StepLayout(const StepLimits& l) {
+  int64_t off = 0;
+  auto take = [&](int64_t n) {
+    const int64_t at = off;
+    off += (n + 3) / 4 * 4;  // 16-byte aligned arrays
+    return at;
+  };
+  token_ids = take(l.max_num_tokens);
+  positions = take(l.max_num_tokens);
+  slot_mapping = take(l.max_num_tokens);
+  rows = take(l.max_num_tokens);
+  row_seq = take(l.max_num_tokens);
+  row_ctx = take(l.max_num_tokens);
+  block_tables = take(l.max_num_seqs * l.max_blocks_per_seq);
+  max_tiles = l.max_num_tokens / kPrefillTileRows + l.max_num_seqs;
+  tiles = take(max_tiles * 4);
+  logits_rows = take(l.max_num_seqs);
+  total = off;
+}
+
+bool is_uniform_decode(const ForwardBatch& batch) {
+  return !batch.seqs.empty() && std::all_of(batch.seqs.begin(), batch.seqs.end(), [](const SeqSlice& s) {
+    return s.token_ids.size() == 1 && s.want_logits;
+  });
+}
+
+StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const StepLayout& layout,
+                     int32_t* buf, int64_t pad_to) {
+  StepInputs in;
+  in.num_seqs = static_cast<int64_t>(batch.seqs.size());
+  if (in.num_seqs == 0) fail(ErrorCode::kInvalidArgument, "forward: empty batch");
+  if (in.num_seqs > limits.max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "forward: {} sequences exceed max_num_seqs {}", in.num_seqs,
+         limits.max_num_seqs);
+  int64_t total_tokens = 0;
+  for (const SeqSlice& s : batch.seqs) total_tokens += static_cast<int64_t>(s.token_ids.size());
+  if (total_tokens > limits.max_num_tokens)
+    fail(ErrorCode::kInvalidArgument, "forward: {} tokens exceed max_num_batched_tokens {}",
+         total_tokens, limits.max_num_tokens);
+
+  const int64_t bs = limits.block_size;
+  int64_t t = 0;
+  for (int64_t i = 0; i < in.num_seqs; ++i) {
+    const SeqSlice& s = batch.seqs[i];
+    const int64_t n = static_cast<int64_t>(s.token_ids.size());
+    const int64_t end_pos = s.start_pos + n;
+    if (n == 0) fail(ErrorCode::kInvalidArgument, "forward: slice {} has no tokens", i);
+    if (s.start_pos < 0 || end_pos > limits.max_model_len)
+      fail(ErrorCode::kInvalidArgument, "forward: slice {} covers positions [{}, {}) beyond max_model_len {}",
+           i, s.start_pos, end_pos, limits.max_model_len);
+    const int64_t blocks_needed = (end_pos + bs - 1) / bs;
+    const int64_t table_len = static_cast<int64_t>(s.block_table.size());
+    if (table_len < blocks_needed || table_len > limits.max_blocks_per_seq)
+      fail(ErrorCode::kInvalidArgument,
+           "forward: slice {} has a block table of {} blocks; positions up to {} need {} (at most {})",
+           i, table_len, end_pos, blocks_needed, limits.max_blocks_per_seq);
+    int32_t* table = buf + layout.block_tables + i * limits.max_blocks_per_seq;
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t id = s.block_table[b];
+      if (id < 0 || id >= limits.num_kv_blocks)
+        fail(ErrorCode::kInvalidArgument, "forward: slice {} block {} is id {}, outside [0, {})", i,
+             b, id, limits.num_kv_blocks);
+      table[b] = id;
+    }
+    const bool tiled = n > 1 && limits.tensor_core_prefill;
+    for (int64_t j = 0; j < n; ++j, ++t) {
+      const int32_t tok = s.token_ids[j];
+      if (tok < 0 || tok >= limits.vocab_size)
+        fail(ErrorCode::kInvalidArgument, "forward: slice {} token {} is {}, outside the vocabulary of {}",
+             i, j, tok, limits.vocab_size);
+      const int64_t pos = s.start_pos + j;
+      buf[layout.token_ids + t] = tok;
+      buf[layout.positions + t] = static_cast<int32_t>(pos);
+      buf[layout.slot_mapping + t] = static_cast<int32_t>(table[pos / bs] * bs + pos % bs);
+      if (!tiled) {
+        buf[layout.rows + in.num_rows] = static_cast<int32_t>(t);
+        buf[layout.row_seq + in.num_rows] = static_cast<int32_t>(i);
+        buf[layout.row_ctx + in.num_rows] = static_cast<int32_t>(pos + 1);
+        ++in.num_rows;
+      }
+    }
+    if (tiled) {
+      for (int64_t j = 0; j < n; j += kPrefillTileRows) {
+        int32_t* tile = buf + layout.tiles + 4 * in.num_tiles++;
+        tile[0] = static_cast<int32_t>(t - n + j);
+        tile[1] = static_cast<int32_t>(std::min<int64_t>(kPrefillTileRows, n - j));
+        tile[2] = static_cast<int32_t>(s.start_pos + j);
+        tile[3] = static_cast<int32_t>(i);
+      }
+    }
+    if (s.want_logits) buf[layout.logits_rows + in.num_logits_rows++] = static_cast<int32_t>(t - 1);
+    in.max_ctx = std::max(in.max_ctx, end_pos);
+  }
+  in.num_tokens = t;
+
+  if (pad_to > in.num_seqs) {
+    OPTIMATE_CHECK(in.num_tokens == in.num_seqs && in.num_rows == in.num_seqs && pad_to <= limits.max_num_seqs,
+                   "padding applies to uniform decode batches ({} tokens, {} seqs, pad {})",
+                   in.num_tokens, in.num_seqs, pad_to);
+    for (int64_t r = in.num_seqs; r < pad_to; ++r) {
+      buf[layout.token_ids + r] = 0;
+      buf[layout.positions + r] = 0;
+      buf[layout.slot_mapping + r] = -1;
+      buf[layout.rows + r] = static_cast<int32_t>(r);
+      buf[layout.row_seq + r] = static_cast<int32_t>(r);
+      buf[layout.row_ctx + r] = 0;
+      buf[layout.logits_rows + r] = static_cast<int32_t>(r);
+    }
+    in.num_tokens = in.num_rows = in.num_logits_rows = pad_to;
+  }
+
+  const int64_t mb = limits.max_blocks_per_seq;
+  in.used = {{layout.token_ids, in.num_tokens},   {layout.positions, in.num_tokens},
+             {layout.slot_mapping, in.num_tokens}, {layout.rows, in.num_rows},
+             {layout.row_seq, in.num_rows},        {layout.row_ctx, in.num_rows},
+             {layout.block_tables, in.num_seqs * mb}, {layout.tiles, in.num_tiles * 4},
+             {layout.logits_rows, in.num_logits_rows}};
+  return in;
+}
+
+}  // namespace optimate::cuda

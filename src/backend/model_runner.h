@@ -1,0 +1,48 @@
+// The boundary between the engine and a compute backend: run one forward step over a batch of
+// sequence slices whose KV lives in a paged cache, and return logits for the rows asked for.
+//
+// KV layout (identical on every backend): per layer, K and V are
+//   [num_blocks, num_kv_heads, block_size, head_dim]
+// and a sequence's token at position p lives in block block_table[p / block_size], slot
+// p % block_size. Block ids come from kv/BlockPool; the runner owns the storage.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace optimate {
+
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t num_blocks = 0;
+  int64_t block_size = 16;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// One sequence's part of a step: a prefill chunk (many tokens) or a decode (one token).
+struct SeqSlice {
+  std::span<const int32_t> token_ids;   // tokens to run this step
+  int64_t start_pos = 0;                // position of token_ids[0]
+  std::span<const int32_t> block_table; // covers positions [0, start_pos + token_ids.size())
+  bool want_logits = true;              // logits of the slice's last token
+};
+
+struct ForwardBatch {
+  std::vector<SeqSlice> seqs;
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const KvCacheShape& kv_shape() const = 0;
+  // Runs the batch, writes K/V of every token into the cache, and fills `logits` with one row
+  // of config().vocab_size floats per slice with want_logits, in slice order.
+  virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+};
+
+}  // namespace optimate

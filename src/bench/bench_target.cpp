@@ -1,0 +1,111 @@
+#include "bench/bench_target.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "backend/cpu/cpu_model_runner.h"
+#include "bench/sim_runner.h"
+#include "bench/toml_override.h"
+#include "core/error.h"
+#include "kv/kv_precision.h"
+#include "model/weights.h"
+
+namespace optimate::bench {
+namespace {
+
+std::string resolve_config_path(const std::string& name_or_path) {
+  if (std::filesystem::exists(name_or_path)) return name_or_path;
+  const std::string in_configs = "configs/" + name_or_path + ".toml";
+  if (name_or_path.find('/') == std::string::npos && std::filesystem::exists(in_configs)) return in_configs;
+  fail(ErrorCode::kNotFound, "configuration '{}' not found (neither a file nor {})", name_or_path, in_configs);
+}
+
+// "max_num_seqs" -> "engine.max_num_seqs"; "predictive.max_wait_ms" -> "optimizers.predictive.max_wait_ms".
+std::string qualify_key(const std::string& key) {
+  if (key.rfind("engine.", 0) == 0 || key.rfind("optimizers.", 0) == 0 || key.rfind("bench.", 0) == 0) return key;
+  if (key.find('.') == std::string::npos) return "engine." + key;
+  return "optimizers." + key;
+}
+
+}  // namespace
+
+NamedConfig load_named_config(const std::string& name_or_path, const std::vector<std::string>& overrides,
+                              const EngineConfig& base) {
+  const std::string path = resolve_config_path(name_or_path);
+  toml::table doc;
+  try {
+    doc = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    fail(ErrorCode::kInvalidFile, "{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column,
+         std::string(e.description()));
+  }
+  for (const std::string& o : overrides) {
+    auto [key, value] = split_assignment(o);
+    set_toml_value(doc, qualify_key(key), value);
+  }
+  NamedConfig out;
+  out.label = std::filesystem::path(path).stem().string();
+  if (const toml::table* b = doc["bench"].as_table()) {
+    for (const auto& [k, v] : *b) {
+      if (k.str() == "label" && v.is_string()) out.label = *v.value<std::string>();
+      else if (k.str() == "description" && v.is_string()) out.description = *v.value<std::string>();
+      else fail(ErrorCode::kInvalidFile, "{}: unknown key bench.{} (expected label or description strings)", path, k.str());
+    }
+    doc.erase("bench");
+  }
+  std::ostringstream text;
+  text << doc;
+  out.config = parse_engine_config_toml(text.str(), path, base);
+  return out;
+}
+
+BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, int64_t logits_vocab_size) {
+  BuiltEngine b;
+  b.fake_clock = std::make_shared<FakeClock>(0);
+  b.clock = b.fake_clock;
+  config.block_size = profile.block_size;
+  config.num_kv_blocks = profile.num_kv_blocks;
+  if (config.max_model_len == 0 || config.max_model_len > profile.model.max_position_embeddings)
+    config.max_model_len = profile.model.max_position_embeddings;
+  auto observed = std::make_unique<ObservedRunner>(
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size), b.clock);
+  b.observer = observed.get();
+  EngineParts parts;
+  parts.runner = std::move(observed);
+  parts.clock = b.clock;
+  b.engine = std::make_unique<Engine>(std::move(config), std::move(parts));
+  b.target = "sim " + profile.name;
+  return b;
+}
+
+BuiltEngine build_cpu_engine(EngineConfig config) {
+  // The sizing create_optimized_engine does, with the runner wrapped so steps can be observed.
+  config.validate();
+  if (config.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model or engine.model)");
+  LoadedModel model = load_model(config.model);
+  const ModelConfig& mc = model.config;
+  if (config.max_model_len == 0) config.max_model_len = mc.max_position_embeddings;
+  if (config.num_kv_blocks == 0)
+    config.num_kv_blocks = kv::num_blocks_for_memory(config.kv_cache_memory_bytes, mc.num_layers, mc.num_kv_heads,
+                                                     mc.head_dim, config.block_size, kv::KvPrecision::kF32);
+  cpu::CpuRunnerOptions options;
+  options.num_kv_blocks = config.num_kv_blocks;
+  options.block_size = config.block_size;
+  options.num_threads = static_cast<int>(config.num_threads);
+  BuiltEngine b;
+  b.clock = std::make_shared<SteadyClock>();
+  auto observed = std::make_unique<ObservedRunner>(
+      std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options), b.clock);
+  b.observer = observed.get();
+  EngineParts parts;
+  parts.runner = std::move(observed);
+  parts.clock = b.clock;
+  b.target = "cpu " + std::filesystem::path(config.model).filename().string();
+  b.engine = std::make_unique<Engine>(std::move(config), std::move(parts));
+  return b;
+}
+
+}  // namespace optimate::bench

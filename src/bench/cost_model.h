@@ -1,0 +1,69 @@
+// Step-time model of a backend: a roofline over the bytes a step must read (weights once per
+// step, each sequence's KV) and the FLOPs it must do (2 per weight per token, plus attention),
+// with a fixed overhead per step and per sequence. Its parameters come from a profile JSON
+// (profiles/*.json), written by hand from physical figures or by `optimate bench --calibrate`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace optimate::bench {
+
+struct CostProfile {
+  std::string name;
+  std::string device;
+  ModelConfig model;            // the shape being modelled (weights are never allocated)
+  double weight_bits = 16.0;    // storage per weight: 16 for bf16, ~5 for Q4_1
+  double kv_bytes_per_element = 2.0;
+  double memory_bandwidth_bytes_per_s = 0.0;  // achievable copy bandwidth
+  double peak_flops = 0.0;                    // achievable dense matmul FLOP/s
+  // Fractions of those peaks that the backend's kernels reach.
+  double gemm_bandwidth_efficiency = 1.0;
+  double gemm_compute_efficiency = 1.0;
+  double attention_bandwidth_efficiency = 1.0;
+  double step_overhead_s = 0.0;     // launch, scheduling and sampling per step
+  double per_seq_overhead_s = 0.0;  // per sequence in the step (sampling, bookkeeping)
+  int64_t num_kv_blocks = 0;        // KV cache capacity the engine gets
+  int64_t block_size = 16;
+  std::map<std::string, std::string> sources;  // where each number comes from
+};
+
+// One sequence's share of a step.
+struct SeqWork {
+  int64_t num_new_tokens = 0;  // prefill chunk length, or 1 for a decode
+  int64_t context_len = 0;     // tokens already in the cache before this step
+};
+
+struct StepCost {
+  double weight_bytes = 0.0;
+  double kv_bytes = 0.0;      // KV read and written
+  double gemm_flops = 0.0;
+  double attention_flops = 0.0;
+  double seconds = 0.0;
+};
+
+class CostModel {
+ public:
+  explicit CostModel(CostProfile profile);
+  const CostProfile& profile() const { return profile_; }
+  StepCost step_cost(const std::vector<SeqWork>& seqs) const;
+  // Weights read by one step: every matrix except the embedding table (a row gather).
+  double weight_bytes_per_step() const { return weight_bytes_; }
+  double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+
+ private:
+  CostProfile profile_;
+  double weight_bytes_ = 0.0;
+  double matmul_params_ = 0.0;  // weights each token multiplies through
+  double kv_bytes_per_token_ = 0.0;
+};
+
+// Reads and validates a profile (Error(kInvalidFile) naming the file and field).
+CostProfile load_cost_profile(const std::string& path);
+std::string cost_profile_to_json(const CostProfile& profile);
+
+}  // namespace optimate::bench

@@ -1,0 +1,140 @@
+#include "bench/in_process.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.h"
+
+namespace optimate::bench {
+namespace {
+
+// How far a fake clock jumps while the batch policy holds requests back and nothing arrives:
+// the engine does not say when it will launch, so it is polled at this granularity.
+constexpr int64_t kIdlePollNs = 500'000;
+// An engine that holds requests this long without running a step will never run them.
+constexpr int64_t kStallLimitNs = 600'000'000'000;
+
+}  // namespace
+
+RunResult run_in_process(BuiltEngine& target, const Workload& workload, const ProgressFn& progress) {
+  Engine& engine = *target.engine;
+  const Clock& clock = *target.clock;
+  const auto& requests = workload.requests;
+  const bool closed_loop = workload.spec.arrival.kind == ArrivalKind::kClosedLoop;
+  const int64_t concurrency = workload.spec.arrival.concurrency;
+  const int64_t total = static_cast<int64_t>(requests.size());
+
+  RunResult run;
+  run.target = target.target;
+  run.records.resize(requests.size());
+  std::unordered_map<std::string, size_t> index;
+  const int64_t t0_ns = clock.now_ns();
+  auto now_s = [&] { return static_cast<double>(clock.now_ns() - t0_ns) * 1e-9; };
+  // Arrivals compare in integer nanoseconds: a clock set to an arrival must reach it exactly.
+  auto arrival_ns = [&](size_t i) { return t0_ns + std::llround(requests[i].arrival_s * 1e9); };
+  int64_t last_progress_ns = t0_ns;
+
+  size_t next = 0;
+  int64_t in_flight = 0, done = 0;
+  int64_t last_forward_count = target.observer ? target.observer->last().count : 0;
+  const int64_t preemptions_before = engine.scheduler().stats().num_preemptions;
+
+  auto send = [&](size_t i, double arrival_s) {
+    const BenchRequest& br = requests[i];
+    RequestRecord& rec = run.records[i];
+    rec.id = br.id;
+    rec.priority = br.priority;
+    rec.priority_class = br.priority_class;
+    rec.arrival_s = arrival_s;
+    rec.prompt_tokens = br.prompt_len;
+    SamplingParams params;
+    params.max_tokens = br.max_tokens;
+    params.temperature = 0.0f;  // greedy: the same tokens in every configuration
+    params.ignore_eos = workload.spec.ignore_eos;
+    sched::RequestMetadata meta;
+    meta.priority = br.priority;
+    meta.arrival_ns = t0_ns + std::llround(arrival_s * 1e9);
+    try {
+      if (br.prompt_token_ids.empty()) engine.add_request(br.id, br.prompt_text, params, meta);
+      else engine.add_request(br.id, br.prompt_token_ids, params, meta);
+      index[br.id] = i;
+      ++in_flight;
+    } catch (const Error& e) {
+      rec.success = false;
+      rec.error = e.what();
+      rec.finish_s = arrival_s;
+      ++done;
+    }
+  };
+
+  while (done < total) {
+    const double t = now_s();
+    if (closed_loop) {
+      while (in_flight < concurrency && next < requests.size()) send(next++, t);
+    } else {
+      while (next < requests.size() && arrival_ns(next) <= clock.now_ns()) {
+        send(next, requests[next].arrival_s);
+        ++next;
+      }
+    }
+    bool progressed = false;
+    if (engine.has_unfinished()) {
+      std::vector<RequestOutput> outs = engine.step();
+      const double after = now_s();
+      if (target.observer && target.observer->last().count != last_forward_count) {
+        last_forward_count = target.observer->last().count;
+        const ForwardObservation& f = target.observer->last();
+        const optim::MetricsView m = engine.scheduler().metrics();
+        run.steps.push_back({.t_s = after, .duration_s = f.duration_s, .batch_size = f.batch_size,
+                             .num_tokens = f.num_tokens, .num_waiting = m.num_waiting,
+                             .num_running = m.num_running, .kv_usage = m.kv_usage});
+        progressed = true;
+      }
+      for (const RequestOutput& o : outs) {
+        auto it = index.find(o.request_id);
+        if (it == index.end()) continue;
+        RequestRecord& rec = run.records[it->second];
+        if (!o.new_token_ids.empty() && std::isnan(rec.first_token_s)) rec.first_token_s = after;
+        rec.token_times_s.insert(rec.token_times_s.end(), o.new_token_ids.size(), after);
+        progressed = progressed || !o.new_token_ids.empty() || o.finished;
+        if (!o.finished) continue;
+        rec.finish_s = after;
+        rec.output_tokens = o.usage.completion_tokens;
+        rec.prompt_tokens = o.usage.prompt_tokens;
+        rec.success = o.finish_reason != FinishReason::kAbort && !rec.token_times_s.empty();
+        if (!rec.success) rec.error = "aborted";
+        index.erase(it);
+        --in_flight;
+        ++done;
+      }
+    }
+    if (progress) progress(done, total, now_s());
+    if (progressed || done >= total) {
+      last_progress_ns = clock.now_ns();
+      continue;
+    }
+    if (clock.now_ns() - last_progress_ns > kStallLimitNs && (closed_loop || next >= requests.size()))
+      fail(ErrorCode::kInternal, "benchmark stalled: the engine ran no step for {:.0f} s with {} requests "
+           "unfinished (a prompt larger than the KV cache?)", kStallLimitNs * 1e-9, total - done);
+
+    // Nothing ran: wait for the next arrival, or poll while the batch policy holds requests.
+    int64_t wake_ns = INT64_MAX;
+    if (!closed_loop && next < requests.size())
+      wake_ns = arrival_ns(next);
+    if (engine.has_unfinished()) wake_ns = std::min(wake_ns, clock.now_ns() + kIdlePollNs);
+    if (wake_ns == INT64_MAX)
+      fail(ErrorCode::kInternal, "benchmark stalled: {} of {} requests finished and nothing is pending", done, total);
+    if (target.fake_clock) {
+      target.fake_clock->set_ns(std::max(wake_ns, target.fake_clock->now_ns()));
+    } else {
+      const int64_t wait_ns = wake_ns - clock.now_ns();
+      if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(wait_ns, 1'000'000)));
+    }
+  }
+  run.num_preemptions = engine.scheduler().stats().num_preemptions - preemptions_before;
+  return run;
+}
+
+}  // namespace optimate::bench

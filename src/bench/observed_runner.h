@@ -1,0 +1,45 @@
+// A ModelRunner decorator that times each forward on the engine's clock and counts its batch,
+// so the benchmark can plot batch sizes and busy time for any backend (real or simulated).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/model_runner.h"
+#include "core/clock.h"
+
+namespace optimate::bench {
+
+struct ForwardObservation {
+  int64_t batch_size = 0;  // sequences
+  int64_t num_tokens = 0;
+  double duration_s = 0.0;
+  int64_t count = 0;       // forwards so far
+};
+
+class ObservedRunner final : public ModelRunner {
+ public:
+  // `clock` must outlive the runner.
+  ObservedRunner(std::unique_ptr<ModelRunner> inner, std::shared_ptr<const Clock> clock)
+      : inner_(std::move(inner)), clock_(std::move(clock)) {}
+
+  const ModelConfig& config() const override { return inner_->config(); }
+  const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
+    const int64_t start = clock_->now_ns();
+    inner_->forward(batch, logits);
+    last_.duration_s = static_cast<double>(clock_->now_ns() - start) * 1e-9;
+    last_.batch_size = static_cast<int64_t>(batch.seqs.size());
+    last_.num_tokens = 0;
+    for (const SeqSlice& s : batch.seqs) last_.num_tokens += static_cast<int64_t>(s.token_ids.size());
+    ++last_.count;
+  }
+  const ForwardObservation& last() const { return last_; }
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+  std::shared_ptr<const Clock> clock_;
+  ForwardObservation last_;
+};
+
+}  // namespace optimate::bench

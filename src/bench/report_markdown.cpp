@@ -1,0 +1,163 @@
+#include "bench/report_markdown.h"
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace optimate::bench {
+namespace {
+
+std::string number(double v, int decimals) {
+  if (std::isnan(v)) return "n/a";
+  return fmt::format("{:.{}f}", v, decimals);
+}
+
+const ClassSummary* find_class(const RunSummary& run, int64_t priority) {
+  for (const auto& c : run.classes)
+    if (c.priority == priority) return &c;
+  return nullptr;
+}
+
+// "Wait" of a class: its queue time when the target reports scheduling, else its TTFT.
+double max_wait_ms(const ClassSummary* c) {
+  if (!c) return NAN;
+  return c->queue_ms.count > 0 ? c->queue_ms.max : c->ttft_ms.max;
+}
+
+struct Column {
+  std::string header;
+  int decimals;
+  double (*get)(const RunSummary&, int64_t high, int64_t low);
+};
+
+}  // namespace
+
+std::string with_delta(double value, double base, int decimals, bool is_base_row) {
+  std::string s = number(value, decimals);
+  if (is_base_row || std::isnan(value) || std::isnan(base) || base == 0.0) return s;
+  return s + fmt::format(" ({:+.1f}%)", (value - base) / std::abs(base) * 100.0);
+}
+
+std::string render_markdown(const std::vector<RunSummary>& runs, const std::string& title) {
+  std::string out = fmt::format("## {}\n\n", title);
+  if (runs.empty()) return out + "No runs.\n";
+  const RunSummary& base = runs.front();
+  // Class columns appear when the workload mixes priorities: the most and least important.
+  const bool has_classes = base.classes.size() >= 2;
+  const int64_t high = has_classes ? base.classes.front().priority : 0;
+  const int64_t low = has_classes ? base.classes.back().priority : 0;
+  const bool has_steps = base.num_steps > 0;
+
+  std::vector<Column> cols = {
+      {"Throughput (out tok/s)", 0, [](const RunSummary& r, int64_t, int64_t) { return r.output_throughput; }},
+      {"Requests/s", 2, [](const RunSummary& r, int64_t, int64_t) { return r.request_throughput; }},
+      {"Mean TTFT (ms)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.ttft_ms.mean; }},
+      {"P99 TTFT (ms)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.ttft_ms.p99; }},
+      {"Mean TPOT (ms)", 2, [](const RunSummary& r, int64_t, int64_t) { return r.tpot_ms.mean; }},
+  };
+  if (has_classes) {
+    cols.push_back({"", 1, [](const RunSummary& r, int64_t h, int64_t) {
+                      const ClassSummary* c = find_class(r, h);
+                      return c ? c->ttft_ms.p99 : NAN;
+                    }});
+    cols.back().header = fmt::format("{} P99 TTFT (ms)", base.classes.front().name);
+    cols.push_back({"", 0, [](const RunSummary& r, int64_t, int64_t l) { return max_wait_ms(find_class(r, l)); }});
+    cols.back().header = fmt::format("{} max wait (ms)", base.classes.back().name);
+  }
+  if (has_steps)
+    cols.push_back({"Busy %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.busy_fraction * 100.0; }});
+
+  out += "| Scenario | Configuration |";
+  std::string rule = "|---|---|";
+  for (const auto& c : cols) {
+    out += " " + c.header + " |";
+    rule += "---:|";
+  }
+  out += "\n" + rule + "\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunSummary& r = runs[i];
+    out += fmt::format("| {} | {} |", r.label, r.description.empty() ? "-" : r.description);
+    for (const auto& c : cols)
+      out += " " + with_delta(c.get(r, high, low), c.get(base, high, low), c.decimals, i == 0) + " |";
+    out += "\n";
+  }
+
+  out += "\n### All metrics\n\n| Metric |";
+  rule = "|---|";
+  for (const auto& r : runs) {
+    out += " " + r.label + " |";
+    rule += "---:|";
+  }
+  out += "\n" + rule + "\n";
+  auto row = [&](const std::string& name, auto get, int decimals) {
+    out += "| " + name + " |";
+    for (const auto& r : runs) out += " " + number(get(r), decimals) + " |";
+    out += "\n";
+  };
+  row("Successful requests", [](const RunSummary& r) { return double(r.completed); }, 0);
+  row("Failed requests", [](const RunSummary& r) { return double(r.failed); }, 0);
+  row("Benchmark duration (s)", [](const RunSummary& r) { return r.duration_s; }, 2);
+  row("Total input tokens", [](const RunSummary& r) { return double(r.total_input_tokens); }, 0);
+  row("Total generated tokens", [](const RunSummary& r) { return double(r.total_output_tokens); }, 0);
+  row("Request throughput (req/s)", [](const RunSummary& r) { return r.request_throughput; }, 2);
+  row("Output token throughput (tok/s)", [](const RunSummary& r) { return r.output_throughput; }, 1);
+  row("Total token throughput (tok/s)", [](const RunSummary& r) { return r.total_token_throughput; }, 1);
+  const std::pair<const char*, const SampleStats RunSummary::*> latencies[] = {
+      {"TTFT", &RunSummary::ttft_ms}, {"TPOT", &RunSummary::tpot_ms}, {"ITL", &RunSummary::itl_ms},
+      {"E2E latency", &RunSummary::e2el_ms}, {"Queue time", &RunSummary::queue_ms}};
+  for (const auto& [name, member] : latencies) {
+    row(fmt::format("Mean {} (ms)", name), [&](const RunSummary& r) { return (r.*member).mean; }, 2);
+    row(fmt::format("Median {} (ms)", name), [&](const RunSummary& r) { return (r.*member).median; }, 2);
+    row(fmt::format("P95 {} (ms)", name), [&](const RunSummary& r) { return (r.*member).p95; }, 2);
+    row(fmt::format("P99 {} (ms)", name), [&](const RunSummary& r) { return (r.*member).p99; }, 2);
+  }
+  row("Preemptions", [](const RunSummary& r) { return double(r.num_preemptions); }, 0);
+  if (has_steps) {
+    row("Mean batch size (seqs)", [](const RunSummary& r) { return r.batch_size.mean; }, 1);
+    row("P99 batch size (seqs)", [](const RunSummary& r) { return r.batch_size.p99; }, 1);
+    row("Mean KV usage (%)", [](const RunSummary& r) { return r.mean_kv_usage * 100.0; }, 1);
+    row("Max KV usage (%)", [](const RunSummary& r) { return r.max_kv_usage * 100.0; }, 1);
+  }
+
+  if (has_classes) {
+    out += "\n### Per priority\n\n| Scenario | Class (priority) | Requests | Mean TTFT (ms) | P99 TTFT (ms) "
+           "| P99 E2E (ms) | Max wait (ms) |\n|---|---|---:|---:|---:|---:|---:|\n";
+    for (const auto& r : runs)
+      for (const auto& c : r.classes)
+        out += fmt::format("| {} | {} ({}) | {} | {} | {} | {} | {} |\n", r.label, c.name, c.priority,
+                           c.completed, number(c.ttft_ms.mean, 1), number(c.ttft_ms.p99, 1),
+                           number(c.e2el_ms.p99, 1), number(max_wait_ms(&c), 1));
+  }
+  return out;
+}
+
+std::string render_console_summary(const RunSummary& r) {
+  std::string out = fmt::format("{:=^50}\n", fmt::format(" Serving Benchmark Result: {} ", r.label));
+  auto line = [&](const std::string& name, const std::string& value) {
+    out += fmt::format("{:<40}{:>10}\n", name, value);
+  };
+  auto section = [&](const std::string& name) { out += fmt::format("{:-^50}\n", name); };
+  line("Successful requests:", number(double(r.completed), 0));
+  line("Failed requests:", number(double(r.failed), 0));
+  line("Benchmark duration (s):", number(r.duration_s, 2));
+  line("Total input tokens:", number(double(r.total_input_tokens), 0));
+  line("Total generated tokens:", number(double(r.total_output_tokens), 0));
+  line("Request throughput (req/s):", number(r.request_throughput, 2));
+  line("Output token throughput (tok/s):", number(r.output_throughput, 2));
+  line("Total token throughput (tok/s):", number(r.total_token_throughput, 2));
+  const std::pair<const char*, const SampleStats*> latencies[] = {
+      {"Time to First Token", &r.ttft_ms}, {"Time per Output Token (excl. 1st token)", &r.tpot_ms},
+      {"Inter-token Latency", &r.itl_ms}, {"End-to-end Latency", &r.e2el_ms}};
+  const char* short_names[] = {"TTFT", "TPOT", "ITL", "E2EL"};
+  for (size_t i = 0; i < 4; ++i) {
+    section(fmt::format("{}", latencies[i].first));
+    line(fmt::format("Mean {} (ms):", short_names[i]), number(latencies[i].second->mean, 2));
+    line(fmt::format("Median {} (ms):", short_names[i]), number(latencies[i].second->median, 2));
+    line(fmt::format("P99 {} (ms):", short_names[i]), number(latencies[i].second->p99, 2));
+  }
+  out += std::string(50, '=') + "\n";
+  return out;
+}
+
+}  // namespace optimate::bench

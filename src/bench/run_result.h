@@ -1,0 +1,51 @@
+// What one benchmark run records: a record per request and a sample per engine step. Times
+// are seconds from the start of the run (the first request is sent at 0).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace optimate::bench {
+
+struct RequestRecord {
+  std::string id;
+  int64_t priority = 0;
+  std::string priority_class;
+  double arrival_s = 0.0;  // sent (closed loop: when a slot freed)
+  // First admitted into a batch; NaN when the target cannot tell (an HTTP server).
+  double scheduled_s = std::numeric_limits<double>::quiet_NaN();
+  double first_token_s = std::numeric_limits<double>::quiet_NaN();
+  // Arrival time of each output token, or of each streamed chunk over HTTP (a chunk may carry
+  // several tokens; ITL is then measured per chunk, as vllm bench does).
+  std::vector<double> token_times_s;
+  double finish_s = std::numeric_limits<double>::quiet_NaN();
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+  int64_t num_preemptions = 0;
+  bool success = false;
+  std::string error;  // why it failed
+};
+
+// The engine's state after one step (in-process and simulated targets only).
+struct StepSample {
+  double t_s = 0.0;           // end of the step
+  double duration_s = 0.0;    // model time of the step
+  int64_t batch_size = 0;     // sequences in the step
+  int64_t num_tokens = 0;     // tokens in the step (prefill chunks + decodes)
+  int64_t num_waiting = 0;    // requests queued after the step
+  int64_t num_running = 0;
+  double kv_usage = 0.0;      // fraction of KV blocks in use, 0..1
+};
+
+struct RunResult {
+  std::string label;        // configuration name: "baseline", "A", "max_wait_ms=50", ...
+  std::string description;  // one line for the report: what the configuration turns on
+  std::string target;       // "in-process cpu", "sim h200-llama3-8b", "http://host:port"
+  std::vector<RequestRecord> records;
+  std::vector<StepSample> steps;
+  int64_t num_preemptions = 0;  // engine-wide count (in-process targets)
+};
+
+}  // namespace optimate::bench

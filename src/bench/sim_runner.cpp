@@ -1,0 +1,36 @@
+#include "bench/sim_runner.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace optimate::bench {
+
+SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock,
+                               int64_t logits_vocab_size)
+    : cost_(std::move(profile)), clock_(std::move(clock)) {
+  OPTIMATE_CHECK(clock_ != nullptr, "simulated runner without a clock");
+  if (logits_vocab_size < 2)
+    fail(ErrorCode::kInvalidArgument, "simulated vocabulary size must be >= 2, got {}", logits_vocab_size);
+  const CostProfile& p = cost_.profile();
+  config_ = p.model;
+  config_.vocab_size = logits_vocab_size;
+  config_.eos_token_ids.clear();
+  kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
+               .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
+               .head_dim = p.model.head_dim};
+}
+
+void SimModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  work_.clear();
+  size_t rows = 0;
+  for (const SeqSlice& s : batch.seqs) {
+    work_.push_back({static_cast<int64_t>(s.token_ids.size()), s.start_pos});
+    rows += s.want_logits ? 1 : 0;
+  }
+  last_ = cost_.step_cost(work_);
+  clock_->advance_ns(static_cast<int64_t>(std::llround(last_.seconds * 1e9)));
+  logits.assign(rows * static_cast<size_t>(config_.vocab_size), 0.0f);
+}
+
+}  // namespace optimate::bench

@@ -1,0 +1,89 @@
+#include "bench/summary.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace optimate::bench {
+namespace {
+
+struct Samples {
+  std::vector<double> ttft, tpot, itl, e2el, queue;
+};
+
+void add_request(const RequestRecord& r, Samples& s) {
+  const double ttft = r.first_token_s - r.arrival_s;
+  const double e2el = r.finish_s - r.arrival_s;
+  s.ttft.push_back(ttft * 1e3);
+  s.e2el.push_back(e2el * 1e3);
+  if (r.output_tokens > 1) s.tpot.push_back((e2el - ttft) * 1e3 / static_cast<double>(r.output_tokens - 1));
+  for (size_t i = 1; i < r.token_times_s.size(); ++i)
+    s.itl.push_back((r.token_times_s[i] - r.token_times_s[i - 1]) * 1e3);
+  if (!std::isnan(r.scheduled_s)) s.queue.push_back((r.scheduled_s - r.arrival_s) * 1e3);
+}
+
+}  // namespace
+
+RunSummary summarize(const RunResult& run) {
+  RunSummary out;
+  out.label = run.label;
+  out.description = run.description;
+  out.target = run.target;
+  Samples all;
+  std::map<int64_t, std::pair<ClassSummary, Samples>> classes;
+  double end_s = 0.0;
+  for (const RequestRecord& r : run.records) {
+    auto& [cls, samples] = classes[r.priority];
+    cls.priority = r.priority;
+    if (cls.name.empty()) cls.name = r.priority_class;
+    out.num_preemptions += r.num_preemptions;
+    if (!r.success) {
+      ++out.failed;
+      ++cls.failed;
+      continue;
+    }
+    ++out.completed;
+    ++cls.completed;
+    out.total_input_tokens += r.prompt_tokens;
+    out.total_output_tokens += r.output_tokens;
+    end_s = std::max(end_s, r.finish_s);
+    add_request(r, all);
+    add_request(r, samples);
+  }
+  out.num_preemptions += run.num_preemptions;
+  out.duration_s = end_s;
+  if (end_s > 0.0) {
+    out.request_throughput = static_cast<double>(out.completed) / end_s;
+    out.output_throughput = static_cast<double>(out.total_output_tokens) / end_s;
+    out.total_token_throughput =
+        static_cast<double>(out.total_input_tokens + out.total_output_tokens) / end_s;
+  }
+  out.ttft_ms = sample_stats(all.ttft);
+  out.tpot_ms = sample_stats(all.tpot);
+  out.itl_ms = sample_stats(all.itl);
+  out.e2el_ms = sample_stats(all.e2el);
+  out.queue_ms = sample_stats(all.queue);
+  for (auto it = classes.rbegin(); it != classes.rend(); ++it) {
+    auto& [cls, samples] = it->second;
+    cls.ttft_ms = sample_stats(samples.ttft);
+    cls.e2el_ms = sample_stats(samples.e2el);
+    cls.queue_ms = sample_stats(samples.queue);
+    out.classes.push_back(cls);
+  }
+
+  std::vector<double> batch;
+  double busy_s = 0.0, kv_sum = 0.0;
+  for (const StepSample& s : run.steps) {
+    batch.push_back(static_cast<double>(s.batch_size));
+    ++out.batch_size_histogram[s.batch_size];
+    busy_s += s.duration_s;
+    kv_sum += s.kv_usage;
+    out.max_kv_usage = std::max(out.max_kv_usage, s.kv_usage);
+  }
+  out.num_steps = static_cast<int64_t>(run.steps.size());
+  out.batch_size = sample_stats(batch);
+  if (!run.steps.empty()) out.mean_kv_usage = kv_sum / static_cast<double>(run.steps.size());
+  if (end_s > 0.0) out.busy_fraction = std::min(1.0, busy_s / end_s);
+  return out;
+}
+
+}  // namespace optimate::bench

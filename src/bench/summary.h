@@ -1,0 +1,54 @@
+// Headline metrics of one run, named as `vllm bench serve` names them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/run_result.h"
+#include "bench/stats.h"
+
+namespace optimate::bench {
+
+struct ClassSummary {
+  std::string name;
+  int64_t priority = 0;
+  int64_t completed = 0;
+  int64_t failed = 0;
+  SampleStats ttft_ms;
+  SampleStats e2el_ms;
+  SampleStats queue_ms;  // empty when the target does not report scheduling times
+};
+
+struct RunSummary {
+  std::string label;
+  std::string description;
+  std::string target;
+  int64_t completed = 0;  // vllm: "Successful requests"
+  int64_t failed = 0;
+  double duration_s = 0.0;  // from the first send to the last finish
+  int64_t total_input_tokens = 0;
+  int64_t total_output_tokens = 0;
+  double request_throughput = 0.0;      // req/s
+  double output_throughput = 0.0;       // output tok/s
+  double total_token_throughput = 0.0;  // (input + output) tok/s
+  SampleStats ttft_ms;   // first token - send
+  SampleStats tpot_ms;   // (e2e - ttft) / (output_tokens - 1), requests with > 1 token
+  SampleStats itl_ms;    // every gap between consecutive tokens (chunks), all requests pooled
+  SampleStats e2el_ms;   // finish - send
+  SampleStats queue_ms;  // first scheduled - send
+  int64_t num_preemptions = 0;
+  std::vector<ClassSummary> classes;  // most important first
+  // Engine side, from step samples (absent over HTTP).
+  int64_t num_steps = 0;
+  SampleStats batch_size;
+  std::map<int64_t, int64_t> batch_size_histogram;  // sequences per step -> steps
+  double busy_fraction = 0.0;  // share of the run spent inside steps (a utilization proxy)
+  double mean_kv_usage = 0.0;
+  double max_kv_usage = 0.0;
+};
+
+RunSummary summarize(const RunResult& run);
+
+}  // namespace optimate::bench

@@ -1,0 +1,105 @@
+// The synchronous engine: one step() = schedule -> runner.forward -> sample -> update, then
+// text deltas and stop strings. Not thread-safe; AsyncEngine runs one on its own thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/cpu/sampler.h"
+#include "backend/model_runner.h"
+#include "config/engine_config.h"
+#include "core/clock.h"
+#include "engine/output_processor.h"
+#include "engine/text_codec.h"
+#include "optim/registry.h"
+#include "sched/scheduler.h"
+
+namespace optimate {
+
+using EngineArgs = EngineConfig;
+using sched::FinishReason;
+using sched::RequestMetadata;
+using sched::RequestOutput;
+
+struct OptimizerCounters {
+  std::string optimizer;
+  std::vector<optim::PolicyCounter> counters;
+};
+
+struct EngineParts {
+  std::unique_ptr<ModelRunner> runner;
+  std::shared_ptr<const TextCodec> codec;  // null: token ids only (text prompts, stop strings refused)
+  std::shared_ptr<const Clock> clock;      // null: the steady clock
+  optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
+};
+
+class Engine {
+ public:
+  // config.optimizers are built from parts.registry; the KV pool has config.num_kv_blocks
+  // blocks, which must match the runner's cache.
+  Engine(EngineConfig config, EngineParts parts);
+  Engine(Engine&&) noexcept;
+  ~Engine();
+
+  // Errors (kInvalidArgument): duplicate live id, bad params, empty or too long prompt.
+  void add_request(const std::string& request_id, std::string_view prompt,
+                   const SamplingParams& params, const RequestMetadata& metadata = {});
+  void add_request(const std::string& request_id, std::vector<int32_t> prompt_ids,
+                   const SamplingParams& params, const RequestMetadata& metadata = {});
+  // Ends the request; its finished outputs (reason abort) come with the next step(). False
+  // when the id is unknown or already finished.
+  bool abort(const std::string& request_id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const;
+  // After a step() that ran nothing while requests wait (the batch policy held them back):
+  // the engine-clock time when stepping again is worth it; nullopt when the last step ran.
+  // New requests may be worth a step sooner.
+  std::optional<int64_t> idle_until_ns() const { return idle_until_ns_; }
+
+  // Enables (building it if new) or disables an optimizer between steps; disabling falls back
+  // to the baseline for the slots it filled.
+  void set_optimizer(const OptimizerSpec& spec);
+  std::vector<OptimizerCounters> optimizer_counters() const;
+
+  const EngineConfig& config() const { return config_; }
+  const sched::Scheduler& scheduler() const { return *scheduler_; }
+  const ModelRunner& runner() const { return *runner_; }
+  const Clock& clock() const { return *clock_; }
+  // Null when the engine takes token ids only.
+  const std::shared_ptr<const TextCodec>& codec() const { return codec_; }
+
+ private:
+  void apply_policies();
+  void tick_controller();
+  void sample(const sched::StepPlan& plan, sched::StepResult& result);
+
+  EngineConfig config_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::shared_ptr<const TextCodec> codec_;
+  std::shared_ptr<const Clock> clock_;
+  optim::OptimizerRegistry registry_;
+  std::vector<std::pair<OptimizerSpec, optim::PolicySet>> optimizers_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<OutputProcessor> outputs_;
+  std::unique_ptr<cpu::Sampler> sampler_;
+  std::vector<RequestOutput> pending_;  // aborts, reported by the next step()
+  std::vector<float> logits_;
+  std::vector<cpu::SampleInput> rows_;
+  std::vector<cpu::SampleOutput> samples_;
+  std::vector<std::vector<int32_t>> suppressed_;
+  uint64_t next_seed_ = 0;
+  int64_t next_tick_ns_ = 0;
+  std::optional<int64_t> idle_until_ns_;
+};
+
+// Loads config.model on the CPU backend (the CUDA backend is selected when built) with the
+// baseline policies plus `optimizers`, and the model's own tokenizer, so text prompts, text
+// outputs and stop strings work.
+Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optimizers = {});
+
+}  // namespace optimate

@@ -1,0 +1,65 @@
+// The shape and hyper-parameters of a Llama-family decoder, read from a Hugging Face
+// config.json or from GGUF metadata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace optimate {
+
+class GgufFile;
+
+enum class Architecture {
+  kLlama,    // Llama 2, Llama 3, SmolLM2 (LlamaForCausalLM)
+  kMistral,  // MistralForCausalLM (Llama layout; sliding window unsupported beyond max len)
+  kQwen2,    // Qwen2ForCausalLM: bias on q/k/v projections
+};
+
+// kFreqFactors: per-frequency divisors stored with the weights (GGUF's rope_freqs.weight, which
+// llama.cpp's converter writes for Llama 3.1+ instead of the llama3 parameters).
+enum class RopeScalingType { kNone, kLinear, kLlama3, kFreqFactors };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3
+  std::vector<float> freq_factors;                   // kFreqFactors: head_dim/2 divisors
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
+  std::string architecture_name;  // as written in the file, for messages
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> eos_token_ids;
+
+  // Checks ranges and consistency (heads divide hidden, kv heads divide heads, sizes below
+  // sane limits); throws Error(kInvalidFile) naming `source` and the field.
+  void validate(const std::string& source) const;
+};
+
+// config.json of a Hugging Face model directory. Unknown architectures are Error(kUnsupported).
+ModelConfig model_config_from_hf_json(const nlohmann::json& j, const std::string& source);
+ModelConfig model_config_from_gguf(const GgufFile& gguf);
+
+// Inverse frequencies of rotary embedding, head_dim/2 entries, scaling applied.
+std::vector<float> rope_inv_freq(const ModelConfig& config);
+
+}  // namespace optimate

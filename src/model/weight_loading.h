@@ -1,0 +1,44 @@
+// Shared pieces of the weight loaders (weights_gguf.cpp, weights_hf.cpp): a name -> tensor
+// lookup per file format, and the assembly of ModelWeights with every shape checked.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "model/weights.h"
+
+namespace optimate {
+
+// Where tensors come from. `get` returns nullopt for an absent tensor; `where` names the file a
+// tensor would live in, for messages.
+struct TensorSource {
+  std::function<std::optional<HostTensor>(const std::string& name)> get;
+  std::function<std::string(const std::string& name)> where;
+};
+
+// The tensor names of one file format, e.g. "blk.{}.attn_q.weight" vs
+// "model.layers.{}.self_attn.q_proj.weight"; {} is the layer index.
+struct TensorNames {
+  std::string tok_embeddings, final_norm, lm_head;
+  std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+};
+
+// Fetches every tensor `config` calls for, checks shapes and dtypes, and applies `fix_q`/`fix_k`
+// (when set) to each layer's Q/K weights. Missing tensors and wrong shapes throw Error naming
+// the file and tensor.
+ModelWeights assemble_weights(const ModelConfig& config, const TensorSource& source,
+                              const TensorNames& names,
+                              const std::function<HostTensor(HostTensor)>& fix_q = {},
+                              const std::function<HostTensor(HostTensor)>& fix_k = {});
+
+LoadedModel load_gguf_model(const std::string& path);
+LoadedModel load_hf_model(const std::string& dir);
+
+// Reorders the rows of a Q or K projection stored for interleaved rotary (llama.cpp's
+// converter) into the rotate-half order of Hugging Face. Quantized rows move whole, so the
+// result keeps the tensor's dtype, in an owned buffer.
+HostTensor unpermute_rotary_rows(const HostTensor& t, int64_t num_heads);
+
+}  // namespace optimate

@@ -1,0 +1,129 @@
+// load_model: picks the loader, then assembles and checks the weights.
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/weight_loading.h"
+
+namespace optimate {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string layer_name(const std::string& pattern, int64_t layer) {
+  return fmt::format(fmt::runtime(pattern), layer);
+}
+
+HostTensor fetch(const TensorSource& source, const std::string& name,
+                 const std::vector<int64_t>& shape) {
+  std::optional<HostTensor> t = source.get(name);
+  if (!t) fail(ErrorCode::kInvalidFile, "'{}': missing tensor '{}'", source.where(name), name);
+  if (t->shape != shape) {
+    fail(ErrorCode::kInvalidFile, "'{}': tensor '{}' has shape [{}], the config implies [{}]",
+         source.where(name), name, fmt::join(t->shape, ", "), fmt::join(shape, ", "));
+  }
+  if (t->dtype == DType::kI8 || t->dtype == DType::kI32) {
+    fail(ErrorCode::kUnsupported, "'{}': tensor '{}' has integer dtype {}", source.where(name),
+         name, dtype_name(t->dtype));
+  }
+  return std::move(*t);
+}
+
+fs::path single_gguf_in(const fs::path& dir) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".gguf") found.push_back(entry.path());
+  }
+  if (found.size() != 1) {
+    fail(ErrorCode::kNotFound, "'{}': expected one .gguf file, found {}", dir.string(),
+         found.size());
+  }
+  return found[0];
+}
+
+}  // namespace
+
+ModelWeights assemble_weights(const ModelConfig& c, const TensorSource& source,
+                              const TensorNames& names,
+                              const std::function<HostTensor(HostTensor)>& fix_q,
+                              const std::function<HostTensor(HostTensor)>& fix_k) {
+  const int64_t q_rows = c.num_heads * c.head_dim;
+  const int64_t kv_rows = c.num_kv_heads * c.head_dim;
+  ModelWeights w;
+  w.tok_embeddings = fetch(source, names.tok_embeddings, {c.vocab_size, c.hidden_size});
+  w.final_norm = fetch(source, names.final_norm, {c.hidden_size});
+  w.lm_head = c.tie_word_embeddings ? w.tok_embeddings
+                                    : fetch(source, names.lm_head, {c.vocab_size, c.hidden_size});
+  w.layers.reserve(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    auto get = [&](const std::string& pattern, std::vector<int64_t> shape) {
+      return fetch(source, layer_name(pattern, i), shape);
+    };
+    LayerWeights& l = w.layers.emplace_back();
+    l.attn_norm = get(names.attn_norm, {c.hidden_size});
+    l.wq = get(names.wq, {q_rows, c.hidden_size});
+    l.wk = get(names.wk, {kv_rows, c.hidden_size});
+    l.wv = get(names.wv, {kv_rows, c.hidden_size});
+    l.wo = get(names.wo, {c.hidden_size, q_rows});
+    if (fix_q) l.wq = fix_q(std::move(l.wq));
+    if (fix_k) l.wk = fix_k(std::move(l.wk));
+    if (c.attention_bias) {
+      l.bq = get(names.bq, {q_rows});
+      l.bk = get(names.bk, {kv_rows});
+      l.bv = get(names.bv, {kv_rows});
+    }
+    l.ffn_norm = get(names.ffn_norm, {c.hidden_size});
+    l.w_gate = get(names.w_gate, {c.intermediate_size, c.hidden_size});
+    l.w_up = get(names.w_up, {c.intermediate_size, c.hidden_size});
+    l.w_down = get(names.w_down, {c.hidden_size, c.intermediate_size});
+  }
+  return w;
+}
+
+HostTensor unpermute_rotary_rows(const HostTensor& t, int64_t num_heads) {
+  const int64_t rows = t.dim(0);
+  OPTIMATE_CHECK(rows % (2 * num_heads) == 0, "tensor '{}': {} rows for {} heads", t.name, rows,
+                 num_heads);
+  const int64_t head_dim = rows / num_heads;
+  const int64_t half = head_dim / 2;
+  const size_t row_bytes = t.data.size() / static_cast<size_t>(rows);
+  auto buffer = std::make_shared<std::vector<uint8_t>>(t.data.size());
+  // llama.cpp stores head row 2*i + j where Hugging Face has j*half + i (j = 0, 1).
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t head = r / head_dim, j = (r % head_dim) / half, i = r % half;
+    const int64_t src = head * head_dim + 2 * i + j;
+    std::memcpy(buffer->data() + r * row_bytes, t.data.data() + src * row_bytes, row_bytes);
+  }
+  HostTensor out = t;
+  out.data = {buffer->data(), buffer->size()};
+  out.owner = std::move(buffer);
+  return out;
+}
+
+LoadedModel load_model(const std::string& path, LoadFormat format) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) fail(ErrorCode::kNotFound, "model '{}' does not exist", path);
+  LoadedModel model;
+  if (fs::is_directory(status)) {
+    const bool has_config = fs::exists(fs::path(path) / "config.json");
+    if (format == LoadFormat::kGguf || (format == LoadFormat::kAuto && !has_config)) {
+      model = load_gguf_model(single_gguf_in(path).string());
+    } else {
+      model = load_hf_model(path);
+    }
+  } else {
+    const fs::path p(path);
+    const bool safetensors = format == LoadFormat::kSafetensors ||
+                             (format == LoadFormat::kAuto && (p.extension() == ".safetensors" ||
+                                                              p.filename() == "config.json"));
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    model = safetensors ? load_hf_model(dir.string()) : load_gguf_model(path);
+  }
+  model.path = path;
+  return model;
+}
+
+}  // namespace optimate

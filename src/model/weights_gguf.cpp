@@ -1,0 +1,40 @@
+// Weights from a GGUF file (llama.cpp tensor names).
+#include "model/gguf_file.h"
+#include "model/weight_loading.h"
+
+namespace optimate {
+
+LoadedModel load_gguf_model(const std::string& path) {
+  LoadedModel model;
+  model.gguf = GgufFile::open(path);
+  const GgufFile& f = *model.gguf;
+  model.config = model_config_from_gguf(f);
+  const ModelConfig& c = model.config;
+
+  TensorSource source;
+  source.get = [&f](const std::string& name) -> std::optional<HostTensor> {
+    if (!f.has_tensor(name)) return std::nullopt;
+    return f.tensor(name);
+  };
+  source.where = [&f](const std::string&) { return f.name(); };
+  const TensorNames names{
+      .tok_embeddings = "token_embd.weight", .final_norm = "output_norm.weight",
+      .lm_head = "output.weight", .attn_norm = "blk.{}.attn_norm.weight",
+      .wq = "blk.{}.attn_q.weight", .wk = "blk.{}.attn_k.weight", .wv = "blk.{}.attn_v.weight",
+      .wo = "blk.{}.attn_output.weight", .bq = "blk.{}.attn_q.bias", .bk = "blk.{}.attn_k.bias",
+      .bv = "blk.{}.attn_v.bias", .ffn_norm = "blk.{}.ffn_norm.weight",
+      .w_gate = "blk.{}.ffn_gate.weight", .w_up = "blk.{}.ffn_up.weight",
+      .w_down = "blk.{}.ffn_down.weight"};
+
+  // llama.cpp's converter permutes Q/K of Llama-layout models for interleaved rotary (its
+  // "normal" rope); Qwen2 keeps Hugging Face's rotate-half order ("neox") and is left as is.
+  std::function<HostTensor(HostTensor)> fix_q, fix_k;
+  if (c.architecture == Architecture::kLlama || c.architecture == Architecture::kMistral) {
+    fix_q = [&c](HostTensor t) { return unpermute_rotary_rows(t, c.num_heads); };
+    fix_k = [&c](HostTensor t) { return unpermute_rotary_rows(t, c.num_kv_heads); };
+  }
+  model.weights = assemble_weights(c, source, names, fix_q, fix_k);
+  return model;
+}
+
+}  // namespace optimate

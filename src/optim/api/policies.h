@@ -1,0 +1,121 @@
+// The optimizer plug-in points. The scheduler and the engine call these; each reads a const
+// view and returns a decision, never touching requests itself. A slot left empty falls back to
+// the baseline (the "pure vLLM" behaviour), so the mechanism has no branch on which optimizer
+// is active.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "optim/api/views.h"
+
+namespace optimate::optim {
+
+struct PolicyCounter {
+  std::string name;
+  double value = 0.0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  // The registry name of the optimizer that built this policy.
+  virtual std::string_view name() const = 0;
+  // The policy's own metrics (decisions taken, fallbacks, ...), exported per optimizer.
+  virtual std::vector<PolicyCounter> counters() const { return {}; }
+};
+
+// Why a waiting request could not be admitted.
+enum class BlockedOn {
+  kMaxNumSeqs,  // every sequence slot is taken
+  kKvBlocks,    // the pool has too few free blocks for its next chunk
+};
+
+// Order in which waiting requests are admitted; may ask to preempt a running one for a
+// waiting one that does not fit.
+class QueuePolicy : public Policy {
+ public:
+  // Indices into view.waiting, in admission order; requests left out wait this step.
+  virtual std::vector<int64_t> order_waiting(const SchedulerView& view) = 0;
+  // Called when view.waiting[waiting_index] cannot be admitted: an index into view.running to
+  // preempt for it, or nothing. Called again (with a fresh view) while it keeps choosing
+  // victims and the request still does not fit.
+  virtual std::optional<int64_t> preempt_for(const SchedulerView& view, int64_t waiting_index,
+                                             BlockedOn blocked_on) {
+    return std::nullopt;
+  }
+};
+
+struct BatchDecision {
+  bool admit_waiting = true;  // false: run only what is already running this step
+  int64_t retry_at_ns = 0;    // when admitting again is worth a look (0: next step)
+};
+
+// Whether to start new requests now or wait for a fuller batch.
+class BatchPolicy : public Policy {
+ public:
+  virtual BatchDecision decide(const SchedulerView& view) = 0;
+};
+
+enum class PreemptMode { kRecompute, kSwap };
+
+struct PreemptDecision {
+  int64_t running_index = 0;  // index into view.running
+  PreemptMode mode = PreemptMode::kRecompute;
+};
+
+// Which running request gives its KV blocks back when the pool runs dry, and how.
+class PreemptPolicy : public Policy {
+ public:
+  // `candidates` are indices into view.running that may be preempted (never empty).
+  virtual PreemptDecision choose_victim(const SchedulerView& view,
+                                        std::span<const int64_t> candidates) = 0;
+};
+
+struct RequantizeOrder {
+  int64_t seq_id = 0;
+  int64_t first_block = 0;  // index into the sequence's block table
+  int64_t num_blocks = 0;
+  kv::KvPrecision precision = kv::KvPrecision::kInt8;
+};
+
+// Precision of newly allocated KV blocks, and which existing blocks to requantize.
+class KvPolicy : public Policy {
+ public:
+  virtual kv::KvPrecision precision_for(const SchedulerView& view, const RequestView& request) = 0;
+  virtual std::vector<RequantizeOrder> requantize(const SchedulerView& view) { return {}; }
+};
+
+struct SamplerOptions {
+  bool fused = false;  // one fused top-k/top-p/temperature pass instead of separate ops
+};
+
+class SamplerPolicy : public Policy {
+ public:
+  virtual SamplerOptions options(const MetricsView& metrics) = 0;
+};
+
+// Knobs the engine lets a controller move between steps.
+struct Knobs {
+  int64_t max_num_seqs = 0;
+  int64_t max_num_batched_tokens = 0;
+};
+
+struct KnobChanges {
+  std::optional<int64_t> max_num_seqs;
+  std::optional<int64_t> max_num_batched_tokens;
+  std::vector<std::string> disable_optimizers;  // fall back to the baseline (rollback)
+};
+
+class Controller : public Policy {
+ public:
+  // How often tick() runs, in milliseconds of the engine clock.
+  virtual double interval_ms() const { return 100.0; }
+  virtual KnobChanges tick(const MetricsView& metrics, const Knobs& knobs) = 0;
+};
+
+}  // namespace optimate::optim

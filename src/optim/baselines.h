@@ -1,0 +1,51 @@
+// The baseline policies: what vLLM does with no optimizer, the row every benchmark compares
+// against.
+#pragma once
+
+#include "optim/api/policies.h"
+
+namespace optimate::optim {
+
+// First come, first served in the mechanism's queue order (preempted requests first, then by
+// arrival); never preempts for a waiting request.
+class FcfsQueuePolicy final : public QueuePolicy {
+ public:
+  std::string_view name() const override { return "fcfs"; }
+  std::vector<int64_t> order_waiting(const SchedulerView& view) override;
+};
+
+// Admit waiting requests at every step.
+class LaunchAtOncePolicy final : public BatchPolicy {
+ public:
+  std::string_view name() const override { return "launch-at-once"; }
+  BatchDecision decide(const SchedulerView& view) override { return {}; }
+};
+
+// The most recently arrived candidate loses its KV and recomputes it when resumed.
+class RecomputeNewestPolicy final : public PreemptPolicy {
+ public:
+  std::string_view name() const override { return "recompute-newest"; }
+  PreemptDecision choose_victim(const SchedulerView& view,
+                                std::span<const int64_t> candidates) override;
+  std::vector<PolicyCounter> counters() const override;
+
+ private:
+  int64_t num_victims_ = 0;
+};
+
+// Every block at the cache's configured precision.
+class FullPrecisionKvPolicy final : public KvPolicy {
+ public:
+  std::string_view name() const override { return "full-precision-kv"; }
+  kv::KvPrecision precision_for(const SchedulerView& view, const RequestView& request) override {
+    return view.kv.default_precision;
+  }
+};
+
+class UnfusedSamplerPolicy final : public SamplerPolicy {
+ public:
+  std::string_view name() const override { return "unfused-sampler"; }
+  SamplerOptions options(const MetricsView& metrics) override { return {}; }
+};
+
+}  // namespace optimate::optim

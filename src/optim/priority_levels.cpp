@@ -1,0 +1,63 @@
+#include "optim/priority_levels.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "optim/registry.h"
+
+namespace optimate::optim {
+namespace {
+
+constexpr double kDefaultMaxWaitMs = 30000.0;
+
+}  // namespace
+
+int64_t PriorityOptions::level_of(int64_t priority) const {
+  // Saturating: priorities near the int64 limits must not overflow the subtraction.
+  if (priority <= lowest_priority) return 0;
+  const uint64_t above = static_cast<uint64_t>(priority) - static_cast<uint64_t>(lowest_priority);
+  return static_cast<int64_t>(std::min<uint64_t>(above, static_cast<uint64_t>(levels - 1)));
+}
+
+std::string PriorityOptions::level_name(int64_t level) const {
+  static const char* const kNames[4][4] = {{"all"},
+                                           {"low", "high"},
+                                           {"low", "medium", "high"},
+                                           {"low", "medium", "high", "critical"}};
+  if (levels <= 4 && level >= 0 && level < levels) return kNames[levels - 1][level];
+  return fmt::format("level{}", level);
+}
+
+int64_t PriorityOptions::max_wait_ns(int64_t level) const {
+  return static_cast<int64_t>(max_wait_ms[static_cast<size_t>(level)] * 1e6);
+}
+
+PriorityOptions PriorityOptions::read(OptionReader& r) {
+  PriorityOptions o;
+  o.levels = r.get_int("levels", o.levels);
+  if (o.levels < 1 || o.levels > 64)
+    fail(ErrorCode::kInvalidArgument, "optimizers.priority.levels must be in [1, 64], got {}", o.levels);
+  o.lowest_priority = r.get_int("lowest_priority", o.lowest_priority);
+  o.aging_ms = r.get_double("aging_ms", o.aging_ms);
+  if (o.aging_ms < 0)
+    fail(ErrorCode::kInvalidArgument, "optimizers.priority.aging_ms must be >= 0, got {}", o.aging_ms);
+  const double every = r.get_double("max_wait_ms", kDefaultMaxWaitMs);
+  o.max_wait_ms.assign(static_cast<size_t>(o.levels), every);
+  for (int64_t level = 0; level < o.levels; ++level) {
+    const std::string key = "max_wait_ms_" + o.level_name(level);
+    o.max_wait_ms[level] = r.get_double(key, every);
+    if (o.max_wait_ms[level] <= 0)
+      fail(ErrorCode::kInvalidArgument, "optimizers.priority.{} must be > 0, got {}", key,
+           o.max_wait_ms[level]);
+  }
+  o.preempt = r.get_bool("preempt", o.preempt);
+  o.min_run_ms = r.get_double("min_run_ms", o.min_run_ms);
+  if (o.min_run_ms < 0)
+    fail(ErrorCode::kInvalidArgument, "optimizers.priority.min_run_ms must be >= 0, got {}", o.min_run_ms);
+  o.choose_victims = r.get_bool("choose_victims", o.choose_victims);
+  return o;
+}
+
+}  // namespace optimate::optim

@@ -1,0 +1,183 @@
+#include "optim/priority_queue_policy.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace optimate::optim {
+namespace {
+
+// Not yet admitted and never preempted: the max-wait bound is on the first admission.
+bool first_admission(const RequestView& r) { return r.admitted_ns < 0; }
+
+bool recently_admitted(const PriorityOptions& o, const RequestView& r, int64_t now_ns) {
+  return r.admitted_ns >= 0 && static_cast<double>(now_ns - r.admitted_ns) < o.min_run_ms * 1e6;
+}
+
+// Victim order: lowest level, then newest arrival (it has the least work to redo), then the
+// later sequence of a request.
+bool better_victim(const PriorityOptions& o, const RequestView& a, const RequestView& b) {
+  const int64_t la = o.level_of(a.priority), lb = o.level_of(b.priority);
+  if (la != lb) return la < lb;
+  if (a.arrival_ns != b.arrival_ns) return a.arrival_ns > b.arrival_ns;
+  return a.seq_id > b.seq_id;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+PriorityQueuePolicy::PriorityQueuePolicy(PriorityOptions options)
+    : options_(std::move(options)),
+      waiting_by_level_(static_cast<size_t>(options_.levels), 0),
+      oldest_wait_ms_by_level_(static_cast<size_t>(options_.levels), 0.0) {}
+
+double PriorityQueuePolicy::effective_level(const RequestView& r, int64_t now_ns) const {
+  const double base = static_cast<double>(options_.level_of(r.priority));
+  if (options_.aging_ms <= 0) return base;
+  const double waited_ms = static_cast<double>(std::max<int64_t>(0, now_ns - r.arrival_ns)) * 1e-6;
+  return std::min(base + waited_ms / options_.aging_ms, static_cast<double>(options_.levels - 1));
+}
+
+bool PriorityQueuePolicy::overdue(const RequestView& r, int64_t now_ns) const {
+  return first_admission(r) &&
+         now_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority));
+}
+
+std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& view) {
+  const int64_t now = view.now_ns;
+  const size_t n = view.waiting.size();
+  struct Key {
+    bool overdue;
+    int64_t deadline_ns;
+    double level;
+  };
+  std::vector<Key> keys(n);
+  std::fill(waiting_by_level_.begin(), waiting_by_level_.end(), 0);
+  std::fill(oldest_wait_ms_by_level_.begin(), oldest_wait_ms_by_level_.end(), 0.0);
+  std::unordered_set<int64_t> still_overdue;
+  for (size_t i = 0; i < n; ++i) {
+    const RequestView& r = view.waiting[i];
+    const int64_t level = options_.level_of(r.priority);
+    keys[i] = {overdue(r, now), r.arrival_ns + options_.max_wait_ns(level), effective_level(r, now)};
+    ++waiting_by_level_[level];
+    oldest_wait_ms_by_level_[level] =
+        std::max(oldest_wait_ms_by_level_[level], static_cast<double>(now - r.arrival_ns) * 1e-6);
+    if (keys[i].overdue) {
+      still_overdue.insert(r.seq_id);
+      if (!overdue_seen_.count(r.seq_id)) {
+        ++max_wait_reached_;
+        spdlog::debug("priority: request '{}' ({}) waited {:.0f} ms, past its max_wait_ms: "
+                      "admitted ahead of non-overdue requests", r.request_id,
+                      options_.level_name(level), static_cast<double>(now - r.arrival_ns) * 1e-6);
+      }
+    }
+  }
+  overdue_seen_ = std::move(still_overdue);
+
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    const Key& ka = keys[a];
+    const Key& kb = keys[b];
+    if (ka.overdue != kb.overdue) return ka.overdue;
+    if (ka.overdue) {
+      if (ka.deadline_ns != kb.deadline_ns) return ka.deadline_ns < kb.deadline_ns;
+    } else if (ka.level != kb.level) {
+      return ka.level > kb.level;
+    }
+    const RequestView& ra = view.waiting[a];
+    const RequestView& rb = view.waiting[b];
+    if (ra.arrival_ns != rb.arrival_ns) return ra.arrival_ns < rb.arrival_ns;
+    return ra.seq_id < rb.seq_id;
+  });
+  return order;
+}
+
+std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& view,
+                                                        int64_t waiting_index, BlockedOn blocked_on) {
+  if (!options_.preempt) return std::nullopt;
+  OPTIMATE_CHECK(waiting_index >= 0 && waiting_index < static_cast<int64_t>(view.waiting.size()),
+                 "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
+  const RequestView& w = view.waiting[waiting_index];
+  const int64_t level = options_.level_of(w.priority);
+  // Candidates: strictly less important by base level, and not just (re)admitted.
+  std::vector<int64_t> candidates;
+  bool refused = false;
+  for (size_t i = 0; i < view.running.size(); ++i) {
+    const RequestView& r = view.running[i];
+    if (options_.level_of(r.priority) >= level) continue;
+    if (recently_admitted(options_, r, view.now_ns)) {
+      refused = true;
+      continue;
+    }
+    candidates.push_back(static_cast<int64_t>(i));
+  }
+  if (candidates.empty()) {
+    if (refused) ++refused_min_run_;
+    return std::nullopt;
+  }
+  std::sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) {
+    return better_victim(options_, view.running[a], view.running[b]);
+  });
+  if (blocked_on == BlockedOn::kKvBlocks) {
+    // Only preempt when the candidates can free enough for the request's next chunk.
+    const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
+    const int64_t tokens = std::min(w.num_prompt_tokens + w.num_output_tokens,
+                                    std::max<int64_t>(1, view.token_budget_left));
+    int64_t reachable = view.kv.num_free_blocks;
+    for (int64_t c : candidates) reachable += view.running[c].num_blocks;
+    if (reachable < ceil_div(tokens, bs)) return std::nullopt;
+  }
+  const int64_t victim = candidates.front();
+  const RequestView& v = view.running[victim];
+  (blocked_on == BlockedOn::kKvBlocks ? preempted_for_kv_ : preempted_for_slots_)++;
+  spdlog::debug("priority: preempting '{}' ({}) for '{}' ({}): {}", v.request_id,
+                options_.level_name(options_.level_of(v.priority)), w.request_id,
+                options_.level_name(level),
+                blocked_on == BlockedOn::kKvBlocks ? "KV blocks exhausted" : "max_num_seqs reached");
+  return victim;
+}
+
+std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
+  std::vector<PolicyCounter> out = {
+      {"preemptions_for_max_num_seqs", static_cast<double>(preempted_for_slots_)},
+      {"preemptions_for_kv_blocks", static_cast<double>(preempted_for_kv_)},
+      {"preemptions_refused_min_run", static_cast<double>(refused_min_run_)},
+      {"max_wait_reached", static_cast<double>(max_wait_reached_)},
+  };
+  for (int64_t level = 0; level < options_.levels; ++level) {
+    const std::string name = options_.level_name(level);
+    out.push_back({"waiting." + name, static_cast<double>(waiting_by_level_[level])});
+    out.push_back({"oldest_wait_ms." + name, oldest_wait_ms_by_level_[level]});
+  }
+  return out;
+}
+
+PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
+                                                    std::span<const int64_t> candidates) {
+  OPTIMATE_CHECK(!candidates.empty(), "no preemption candidates");
+  // Prefer candidates past min_run_ms; the pool must give, so fall back to all of them.
+  std::optional<int64_t> best, best_protected;
+  for (int64_t i : candidates) {
+    const RequestView& r = view.running[i];
+    auto& slot = recently_admitted(options_, r, view.now_ns) ? best_protected : best;
+    if (!slot || better_victim(options_, r, view.running[*slot])) slot = i;
+  }
+  ++num_victims_;
+  if (!best) ++num_protected_victims_;
+  const int64_t victim = best ? *best : *best_protected;
+  const RequestView& v = view.running[victim];
+  spdlog::debug("priority: KV pool exhausted, preempting '{}' ({})", v.request_id,
+                options_.level_name(options_.level_of(v.priority)));
+  return {victim, PreemptMode::kRecompute};
+}
+
+std::vector<PolicyCounter> PriorityVictimPolicy::counters() const {
+  return {{"preemptions_kv_exhausted", static_cast<double>(num_victims_)},
+          {"victims_within_min_run", static_cast<double>(num_protected_victims_)}};
+}
+
+}  // namespace optimate::optim

@@ -1,0 +1,135 @@
+#include "optim/registry.h"
+
+#include <algorithm>
+
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "optim/baselines.h"
+#include "optim/scheduling_optimizers.h"
+
+namespace optimate::optim {
+
+const OptionValue* OptionReader::find(const std::string& key) {
+  read_.push_back(key);
+  auto it = spec_.options.find(key);
+  return it == spec_.options.end() ? nullptr : &it->second;
+}
+
+bool OptionReader::get_bool(const std::string& key, bool fallback) {
+  const OptionValue* v = find(key);
+  if (!v) return fallback;
+  if (auto* b = std::get_if<bool>(v)) return *b;
+  fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a boolean", spec_.name, key);
+}
+
+int64_t OptionReader::get_int(const std::string& key, int64_t fallback) {
+  const OptionValue* v = find(key);
+  if (!v) return fallback;
+  if (auto* i = std::get_if<int64_t>(v)) return *i;
+  fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be an integer", spec_.name, key);
+}
+
+double OptionReader::get_double(const std::string& key, double fallback) {
+  const OptionValue* v = find(key);
+  if (!v) return fallback;
+  if (auto* d = std::get_if<double>(v)) return *d;
+  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a number", spec_.name, key);
+}
+
+std::string OptionReader::get_string(const std::string& key, const std::string& fallback) {
+  const OptionValue* v = find(key);
+  if (!v) return fallback;
+  if (auto* s = std::get_if<std::string>(v)) return *s;
+  fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a string", spec_.name, key);
+}
+
+void OptionReader::finish() const {
+  for (const auto& [key, value] : spec_.options)
+    if (std::find(read_.begin(), read_.end(), key) == read_.end())
+      fail(ErrorCode::kInvalidArgument, "optimizers.{} has no option '{}'", spec_.name, key);
+}
+
+namespace {
+
+// A baseline takes no options and fills one slot.
+template <typename Impl, typename Slot>
+OptimizerFactory no_options(std::shared_ptr<Slot> PolicySet::*slot) {
+  return [slot](const OptimizerSpec& spec) {
+    OptionReader(spec).finish();
+    PolicySet set;
+    set.*slot = std::make_shared<Impl>();
+    return set;
+  };
+}
+
+}  // namespace
+
+OptimizerRegistry OptimizerRegistry::with_builtin() {
+  OptimizerRegistry r;
+  r.register_optimizer("fcfs", "first come, first served admission (baseline)",
+                       no_options<FcfsQueuePolicy>(&PolicySet::queue));
+  r.register_optimizer("launch-at-once", "admit waiting requests every step (baseline)",
+                       no_options<LaunchAtOncePolicy>(&PolicySet::batch));
+  r.register_optimizer("recompute-newest",
+                       "preempt the newest request, recompute it on resume (baseline)",
+                       no_options<RecomputeNewestPolicy>(&PolicySet::preempt));
+  r.register_optimizer("full-precision-kv", "every KV block at the cache dtype (baseline)",
+                       no_options<FullPrecisionKvPolicy>(&PolicySet::kv));
+  r.register_optimizer("unfused-sampler", "separate sampling ops (baseline)",
+                       no_options<UnfusedSamplerPolicy>(&PolicySet::sampler));
+  register_scheduling_optimizers(r);
+  return r;
+}
+
+void OptimizerRegistry::register_optimizer(const std::string& name, const std::string& description,
+                                           OptimizerFactory factory) {
+  if (!entries_.emplace(name, Entry{description, std::move(factory)}).second)
+    fail(ErrorCode::kInvalidArgument, "optimizer '{}' is registered twice", name);
+}
+
+std::vector<std::string> OptimizerRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, entry] : entries_) out.push_back(name);
+  return out;
+}
+
+PolicySet OptimizerRegistry::build(const OptimizerSpec& spec) const {
+  auto it = entries_.find(spec.name);
+  if (it == entries_.end())
+    fail(ErrorCode::kNotFound, "unknown optimizer '{}' (known: {})", spec.name,
+         fmt::join(names(), ", "));
+  return it->second.factory(spec);
+}
+
+PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs) const {
+  std::vector<std::pair<std::string, PolicySet>> sets;
+  for (const auto& spec : specs)
+    if (spec.enabled) sets.emplace_back(spec.name, build(spec));
+  return merge_policy_sets(sets);
+}
+
+PolicySet merge_policy_sets(const std::vector<std::pair<std::string, PolicySet>>& sets) {
+  PolicySet merged;
+  std::string owner[6];
+  auto take = [&](auto& dst, const auto& src, int slot, const char* what, const std::string& name) {
+    if (!src) return;
+    if (dst)
+      fail(ErrorCode::kInvalidArgument, "optimizers '{}' and '{}' both set the {} policy",
+           owner[slot], name, what);
+    dst = src;
+    owner[slot] = name;
+  };
+  for (const auto& [name, set] : sets) {
+    take(merged.queue, set.queue, 0, "queue", name);
+    take(merged.batch, set.batch, 1, "batch", name);
+    take(merged.preempt, set.preempt, 2, "preempt", name);
+    take(merged.kv, set.kv, 3, "KV", name);
+    take(merged.sampler, set.sampler, 4, "sampler", name);
+    take(merged.controller, set.controller, 5, "controller", name);
+  }
+  return merged;
+}
+
+}  // namespace optimate::optim

@@ -1,0 +1,65 @@
+// Builds optimizers by name, from `[optimizers.NAME]` tables or CLI flags. An optimizer fills
+// one or more policy slots; adding one is a register_optimizer() call and a factory, with no
+// change to the scheduler or the engine.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/optimizer_options.h"
+#include "optim/api/policy_set.h"
+
+namespace optimate::optim {
+
+// Typed access to an optimizer's options; finish() rejects keys nobody read, so a typo in a
+// TOML table is an error instead of a silently ignored knob.
+class OptionReader {
+ public:
+  explicit OptionReader(const OptimizerSpec& spec) : spec_(spec) {}
+  bool get_bool(const std::string& key, bool fallback);
+  int64_t get_int(const std::string& key, int64_t fallback);
+  double get_double(const std::string& key, double fallback);  // ints accepted too
+  std::string get_string(const std::string& key, const std::string& fallback);
+  void finish() const;
+
+ private:
+  const OptionValue* find(const std::string& key);
+  const OptimizerSpec& spec_;
+  std::vector<std::string> read_;
+};
+
+using OptimizerFactory = std::function<PolicySet(const OptimizerSpec&)>;
+
+class OptimizerRegistry {
+ public:
+  // A registry holding the baselines under their names (fcfs, launch-at-once,
+  // recompute-newest, full-precision-kv, unfused-sampler) and the built optimizers
+  // (priority, predictive).
+  static OptimizerRegistry with_builtin();
+
+  void register_optimizer(const std::string& name, const std::string& description,
+                          OptimizerFactory factory);
+  bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+  std::vector<std::string> names() const;
+
+  // Builds one optimizer; Error(kNotFound) for an unknown name (listing the known ones).
+  PolicySet build(const OptimizerSpec& spec) const;
+  // Builds every enabled spec and merges them; two optimizers claiming the same slot is an
+  // Error(kInvalidArgument). Empty slots stay empty (see with_baselines).
+  PolicySet build_all(const std::vector<OptimizerSpec>& specs) const;
+
+ private:
+  struct Entry {
+    std::string description;
+    OptimizerFactory factory;
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+// Merges optimizers' policy sets in order; two claiming the same slot is an
+// Error(kInvalidArgument) naming both.
+PolicySet merge_policy_sets(const std::vector<std::pair<std::string, PolicySet>>& sets);
+
+}  // namespace optimate::optim

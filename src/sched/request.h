@@ -1,0 +1,50 @@
+// A sequence the scheduler tracks: the request's prompt plus the tokens generated so far, how
+// many of them have KV in the cache, and its place in the queues. A request with n > 1 is n
+// of these (one per sample) sharing the request id.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/sampling_params.h"
+#include "sched/request_output.h"
+
+namespace optimate::sched {
+
+using SeqId = int64_t;
+
+struct RequestMetadata {
+  int64_t priority = 0;                 // larger is more important (see --priority-order)
+  std::optional<int64_t> arrival_ns;    // default: the scheduler clock at add_request
+};
+
+enum class RequestStatus { kWaiting, kRunning, kFinished };
+
+struct Request {
+  SeqId seq_id = 0;
+  std::string request_id;
+  int64_t seq_index = 0;  // which of the request's n samples
+  std::shared_ptr<const SamplingParams> params;
+  int64_t priority = 0;
+  int64_t arrival_ns = 0;
+  uint64_t seed = 0;      // sampling seed of this sequence (request seed + index)
+
+  std::vector<int32_t> token_ids;  // prompt, then generated tokens
+  int64_t num_prompt_tokens = 0;
+  int64_t num_computed_tokens = 0; // positions whose KV is in the cache
+  int64_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
+  int64_t num_preemptions = 0;
+  int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
+  bool admitted_once = false;
+  RequestStatus status = RequestStatus::kWaiting;
+  // For n > 1: the sibling whose prompt KV this sequence shares instead of recomputing it.
+  std::optional<SeqId> fork_parent;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+};
+
+}  // namespace optimate::sched

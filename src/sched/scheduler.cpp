@@ -1,0 +1,196 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace optimate::sched {
+
+Scheduler::Scheduler(SchedulerConfig config, optim::PolicySet policies, const Clock& clock)
+    : config_(std::move(config)),
+      policies_(optim::with_baselines(std::move(policies))),
+      clock_(clock),
+      kv_((config_.validate(), config_.num_kv_blocks), config_.block_size,
+          config_.enable_prefix_caching) {}
+
+void Scheduler::set_policies(optim::PolicySet policies) {
+  policies_ = optim::with_baselines(std::move(policies));
+}
+
+void Scheduler::set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens) {
+  SchedulerConfig next = config_;
+  next.max_num_seqs = max_num_seqs;
+  next.max_num_batched_tokens = max_num_batched_tokens;
+  next.validate();
+  config_ = next;
+}
+
+void Scheduler::add_request(const std::string& request_id, std::vector<int32_t> prompt_ids,
+                            std::shared_ptr<const SamplingParams> params,
+                            const RequestMetadata& metadata, uint64_t seed) {
+  if (groups_.count(request_id))
+    fail(ErrorCode::kInvalidArgument, "request id '{}' is already in use", request_id);
+  if (prompt_ids.empty())
+    fail(ErrorCode::kInvalidArgument, "request '{}' has an empty prompt", request_id);
+  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+  if (prompt_len >= config_.max_model_len)
+    fail(ErrorCode::kInvalidArgument,
+         "This model's maximum context length is {} tokens. However, you requested {} tokens "
+         "in the prompt of request '{}'", config_.max_model_len, prompt_len, request_id);
+  params->validate();
+  Group& group = groups_[request_id];
+  const int64_t arrival_ns = metadata.arrival_ns.value_or(clock_.now_ns());
+  for (int64_t i = 0; i < params->n; ++i) {
+    auto r = std::make_unique<Request>();
+    r->seq_id = next_seq_id_++;
+    r->request_id = request_id;
+    r->seq_index = i;
+    r->params = params;
+    r->priority = metadata.priority;
+    r->arrival_ns = arrival_ns;
+    r->seed = seed + static_cast<uint64_t>(i);
+    r->token_ids = prompt_ids;
+    r->num_prompt_tokens = prompt_len;
+    if (i > 0) r->fork_parent = group.seqs.front();
+    group.seqs.push_back(r->seq_id);
+    waiting_.push_back(r->seq_id);
+    requests_.emplace(r->seq_id, std::move(r));
+  }
+  group.num_unfinished = params->n;
+}
+
+const Request* Scheduler::find(SeqId seq) const {
+  auto it = requests_.find(seq);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+optim::RequestView Scheduler::view_of(const Request& r, bool scheduled) const {
+  optim::RequestView v;
+  v.seq_id = r.seq_id;
+  v.request_id = r.request_id;
+  v.seq_index = r.seq_index;
+  v.priority = r.priority;
+  v.arrival_ns = r.arrival_ns;
+  v.num_prompt_tokens = r.num_prompt_tokens;
+  v.num_output_tokens = r.num_output_tokens();
+  v.num_computed_tokens = r.num_computed_tokens;
+  v.max_tokens = r.params->max_tokens;
+  v.num_blocks = static_cast<int64_t>(kv_.block_ids(r.seq_id).size());
+  v.num_preemptions = r.num_preemptions;
+  v.admitted_ns = r.last_admitted_ns;
+  v.scheduled_this_step = scheduled;
+  return v;
+}
+
+optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, int64_t budget) {
+  std::unordered_set<SeqId> scheduled;
+  for (const Pending& p : pending) scheduled.insert(p.seq);
+  waiting_views_.clear();
+  running_views_.clear();
+  for (SeqId s : waiting_) waiting_views_.push_back(view_of(*requests_.at(s), false));
+  for (SeqId s : running_) running_views_.push_back(view_of(*requests_.at(s), scheduled.count(s) != 0));
+  optim::SchedulerView view;
+  view.now_ns = clock_.now_ns();
+  view.waiting = waiting_views_;
+  view.running = running_views_;
+  view.kv = {kv_.pool().num_blocks(), kv_.pool().num_free_blocks(), kv_.block_size(),
+             config_.kv_precision};
+  view.max_num_seqs = config_.max_num_seqs;
+  view.max_num_batched_tokens = config_.max_num_batched_tokens;
+  view.token_budget_left = budget;
+  view.last_step_ns = last_step_ns_;
+  return view;
+}
+
+kv::KvPrecision Scheduler::precision_for(const Request& r, const optim::SchedulerView& view) {
+  const kv::KvPrecision p = policies_.kv->precision_for(view, view_of(r, false));
+  if (!kv::is_full_precision(p))
+    fail(ErrorCode::kUnsupported, "KV policy '{}' asked for {} blocks; quantized KV blocks are not "
+         "built yet", policies_.kv->name(), kv::kv_precision_name(p));
+  return p;
+}
+
+void Scheduler::preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budget) {
+  Request& r = *requests_.at(seq);
+  auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) { return p.seq == seq; });
+  if (it != pending.end()) {
+    budget += it->num_new;
+    pending.erase(it);
+  }
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  kv_.free(seq);
+  r.num_computed_tokens = 0;
+  r.status = RequestStatus::kWaiting;
+  ++r.num_preemptions;
+  ++stats_.num_preemptions;
+  // Back to the front: a preempted sequence resumes before anything that arrived after it.
+  waiting_.push_front(seq);
+  spdlog::debug("preempted sequence {} of request '{}' (recompute)", seq, r.request_id);
+}
+
+StepPlan Scheduler::schedule() {
+  schedule_start_ns_ = clock_.now_ns();
+  StepPlan plan;
+  std::vector<Pending> pending;
+  int64_t budget = config_.max_num_batched_tokens;
+  const optim::SchedulerView start_view = make_view(pending, budget);
+
+  // 1. Running sequences: decodes and unfinished prefill chunks.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request& r = *requests_.at(running_[i]);
+    const int64_t num_new = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+    const kv::KvPrecision precision = precision_for(r, start_view);
+    bool scheduled = false;
+    while (true) {
+      if (kv_.allocate(r.seq_id, r.num_computed_tokens, num_new, {}, precision)) {
+        scheduled = true;
+        break;
+      }
+      // Candidates: running sequences not yet part of this step, this one included.
+      const optim::SchedulerView view = make_view(pending, budget);
+      std::vector<int64_t> candidates;
+      for (size_t j = i; j < running_.size(); ++j) candidates.push_back(static_cast<int64_t>(j));
+      const optim::PreemptDecision d = policies_.preempt->choose_victim(view, candidates);
+      if (std::find(candidates.begin(), candidates.end(), d.running_index) == candidates.end())
+        fail(ErrorCode::kInternal, "preempt policy '{}' chose running[{}], not a candidate",
+             policies_.preempt->name(), d.running_index);
+      if (d.mode != optim::PreemptMode::kRecompute)
+        fail(ErrorCode::kUnsupported, "preempt policy '{}' asked to swap; swapping KV to host "
+             "is not built yet", policies_.preempt->name());
+      const SeqId victim = running_[d.running_index];
+      plan.preempted.push_back(victim);
+      preempt(victim, pending, budget);
+      if (victim == r.seq_id) break;
+    }
+    // It gave its own blocks back; running_[i] is now the next sequence, which may fit.
+    if (!scheduled) continue;
+    pending.push_back({r.seq_id, num_new});
+    budget -= num_new;
+    ++i;
+  }
+
+  // 2. Waiting sequences, unless this step had to preempt (the pool is full).
+  if (plan.preempted.empty() && !waiting_.empty() && budget > 0)
+    admit_waiting(pending, budget, plan);
+
+  // Materialize the plan: block tables are final once every decision is taken.
+  for (const Pending& p : pending) {
+    const Request& r = *requests_.at(p.seq);
+    ScheduledSeq s;
+    s.seq_id = p.seq;
+    s.start_pos = r.num_computed_tokens;
+    s.token_ids.assign(r.token_ids.begin() + s.start_pos, r.token_ids.begin() + s.start_pos + p.num_new);
+    auto blocks = kv_.block_ids(p.seq);
+    s.block_ids.assign(blocks.begin(), blocks.end());
+    s.want_logits = s.start_pos + p.num_new == r.num_tokens();
+    plan.num_tokens += p.num_new;
+    plan.seqs.push_back(std::move(s));
+  }
+  ++stats_.num_steps;
+  stats_.last_step_num_tokens = plan.num_tokens;
+  return plan;
+}
+
+}  // namespace optimate::sched

@@ -1,0 +1,111 @@
+// Continuous batching over the paged KV cache (the mechanism; every choice is a policy's).
+//
+// Each step, under a token budget (max_num_batched_tokens) and max_num_seqs:
+//   1. running sequences first, in admission order: one decode token each, or the next chunk
+//      of an unfinished prefill; when the pool runs dry the PreemptPolicy picks a victim whose
+//      KV is dropped and recomputed on resume (the sequence keeps its generated tokens, so it
+//      continues exactly where it stopped);
+//   2. then, if nothing was preempted and the BatchPolicy admits, waiting sequences in the
+//      QueuePolicy's order, each starting after its longest cached prefix, its prefill chunked
+//      to fit what is left of the budget.
+// update() applies the sampled tokens, registers newly computed full blocks in the prefix
+// cache, checks the token-level stop conditions and frees finished sequences at once.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "kv/kv_cache_manager.h"
+#include "optim/api/policy_set.h"
+#include "sched/scheduler_config.h"
+#include "sched/step_plan.h"
+#include "sched/stop_checker.h"
+
+namespace optimate::sched {
+
+struct SchedulerStats {
+  int64_t num_steps = 0;
+  int64_t num_preemptions = 0;
+  int64_t num_prompt_tokens_computed = 0;  // prefill work done (cached prefixes excluded)
+  int64_t num_generated_tokens = 0;
+  int64_t last_step_num_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  // `policies` slots left empty run the baselines.
+  Scheduler(SchedulerConfig config, optim::PolicySet policies, const Clock& clock);
+
+  // Takes effect at the next schedule(); never call between schedule() and update().
+  void set_policies(optim::PolicySet policies);
+  const optim::PolicySet& policies() const { return policies_; }
+  void set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens);
+  const SchedulerConfig& config() const { return config_; }
+
+  // Queues params->n sequences of one request. Errors (kInvalidArgument): duplicate live id,
+  // empty prompt, prompt not shorter than max_model_len.
+  void add_request(const std::string& request_id, std::vector<int32_t> prompt_ids,
+                   std::shared_ptr<const SamplingParams> params, const RequestMetadata& metadata,
+                   uint64_t seed);
+  StepPlan schedule();
+  std::vector<RequestOutput> update(const StepPlan& plan, const StepResult& result);
+  // Ends a sequence now (the engine found a stop string) and frees its KV blocks.
+  void finish_sequence(const std::string& request_id, int64_t index, FinishReason reason,
+                       std::variant<std::monostate, int64_t, std::string> stop_reason);
+  // Ends every unfinished sequence of the request; one finished output per sequence, empty
+  // when the id is unknown or already finished.
+  std::vector<RequestOutput> abort(const std::string& request_id);
+
+  bool has_unfinished() const { return !requests_.empty(); }
+  bool has_request(const std::string& request_id) const { return groups_.count(request_id) != 0; }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  const std::deque<SeqId>& waiting_queue() const { return waiting_; }
+  const Request* find(SeqId seq) const;
+  const kv::KvCacheManager& kv() const { return kv_; }
+  const SchedulerStats& stats() const { return stats_; }
+  optim::MetricsView metrics() const;
+
+ private:
+  struct Group {
+    std::vector<SeqId> seqs;
+    int64_t num_unfinished = 0;
+  };
+  struct Pending {  // an entry of the plan being built
+    SeqId seq = 0;
+    int64_t num_new = 0;
+  };
+
+  optim::RequestView view_of(const Request& r, bool scheduled) const;
+  // Rebuilds views_ from the queues; `scheduled` marks sequences already in this step.
+  optim::SchedulerView make_view(const std::vector<Pending>& pending, int64_t budget);
+  kv::KvPrecision precision_for(const Request& r, const optim::SchedulerView& view);
+  void preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budget);
+  bool try_admit(Request& r, int64_t budget, const optim::SchedulerView& view, int64_t& num_new);
+  void admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan);
+  void release(Request& r, FinishReason reason);
+  RequestOutput make_output(const Request& r) const;
+
+  SchedulerConfig config_;
+  optim::PolicySet policies_;
+  const Clock& clock_;
+  kv::KvCacheManager kv_;
+  std::unordered_map<SeqId, std::unique_ptr<Request>> requests_;
+  std::unordered_map<std::string, Group> groups_;
+  std::deque<SeqId> waiting_;
+  std::vector<SeqId> running_;
+  SeqId next_seq_id_ = 0;
+  SchedulerStats stats_;
+  std::vector<optim::RequestView> waiting_views_;
+  std::vector<optim::RequestView> running_views_;
+  // The last step's time from schedule() to update(): forward pass and sampling, no idling.
+  int64_t schedule_start_ns_ = 0;
+  int64_t last_step_ns_ = 0;
+};
+
+}  // namespace optimate::sched

@@ -1,0 +1,93 @@
+// Admission of waiting sequences (step 2 of Scheduler::schedule).
+#include <algorithm>
+
+#include "core/error.h"
+#include "sched/scheduler.h"
+
+namespace optimate::sched {
+
+bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView& view,
+                          int64_t& num_new) {
+  int64_t computed = 0;
+  kv::PrefixHit hit;
+  bool forked = false;
+  if (r.fork_parent) {
+    const Request* parent = find(*r.fork_parent);
+    if (parent && parent->status == RequestStatus::kRunning &&
+        parent->num_computed_tokens >= r.num_prompt_tokens) {
+      // Share the sibling's full prompt blocks; the partial last block is recomputed.
+      computed = kv_.fork(parent->seq_id, r.seq_id, r.num_prompt_tokens - 1);
+      forked = true;
+    }
+  }
+  if (!forked) {
+    hit = kv_.find_cached_prefix(r.seq_id, r.token_ids);
+    computed = hit.num_tokens;
+  }
+  num_new = std::min(r.num_tokens() - computed, budget);
+  if (!kv_.allocate(r.seq_id, computed, num_new, hit, precision_for(r, view))) {
+    kv_.free(r.seq_id);
+    return false;
+  }
+  if (!forked && kv_.pool().prefix_caching()) kv_.record_prefix_lookup(r.num_tokens(), computed);
+  r.num_computed_tokens = computed;
+  if (!r.admitted_once) r.num_cached_tokens = computed;
+  r.admitted_once = true;
+  r.fork_parent.reset();
+  return true;
+}
+
+void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan) {
+  const optim::SchedulerView view = make_view(pending, budget);
+  const optim::BatchDecision decision = policies_.batch->decide(view);
+  if (!decision.admit_waiting) {
+    plan.retry_at_ns = decision.retry_at_ns;
+    return;
+  }
+  const std::vector<int64_t> order = policies_.queue->order_waiting(view);
+  const std::vector<SeqId> snapshot(waiting_.begin(), waiting_.end());
+  std::vector<bool> seen(snapshot.size(), false);
+  for (int64_t idx : order) {
+    if (idx < 0 || idx >= static_cast<int64_t>(snapshot.size()) || seen[idx])
+      fail(ErrorCode::kInternal, "queue policy '{}' returned a bad or repeated index {}",
+           policies_.queue->name(), idx);
+    seen[idx] = true;
+    if (budget <= 0) break;
+    Request& r = *requests_.at(snapshot[idx]);
+    if (r.fork_parent) {
+      // A sibling waits for the first sample's prompt KV to share it rather than recompute it.
+      const Request* parent = find(*r.fork_parent);
+      if (parent && parent->num_computed_tokens < parent->num_prompt_tokens) continue;
+    }
+    bool admitted = false;
+    int64_t num_new = 0;
+    while (true) {
+      const bool has_slot = static_cast<int64_t>(running_.size()) < config_.max_num_seqs;
+      if (has_slot && try_admit(r, budget, view, num_new)) {
+        admitted = true;
+        break;
+      }
+      const optim::SchedulerView now = make_view(pending, budget);
+      const int64_t waiting_index =
+          std::find(waiting_.begin(), waiting_.end(), r.seq_id) - waiting_.begin();
+      const std::optional<int64_t> victim = policies_.queue->preempt_for(
+          now, waiting_index, has_slot ? optim::BlockedOn::kKvBlocks : optim::BlockedOn::kMaxNumSeqs);
+      if (!victim) break;
+      if (*victim < 0 || *victim >= static_cast<int64_t>(running_.size()))
+        fail(ErrorCode::kInternal, "queue policy '{}' chose running[{}] of {}",
+             policies_.queue->name(), *victim, running_.size());
+      plan.preempted.push_back(running_[*victim]);
+      preempt(running_[*victim], pending, budget);
+      if (budget <= 0) break;
+    }
+    if (!admitted) break;
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.seq_id));
+    r.status = RequestStatus::kRunning;
+    r.last_admitted_ns = view.now_ns;
+    running_.push_back(r.seq_id);
+    pending.push_back({r.seq_id, num_new});
+    budget -= num_new;
+  }
+}
+
+}  // namespace optimate::sched

@@ -1,0 +1,24 @@
+#include "sched/scheduler_config.h"
+
+#include "core/error.h"
+
+namespace optimate::sched {
+
+void SchedulerConfig::validate() const {
+  if (max_num_seqs < 1)
+    fail(ErrorCode::kInvalidArgument, "max-num-seqs must be at least 1, got {}", max_num_seqs);
+  if (max_num_batched_tokens < 1)
+    fail(ErrorCode::kInvalidArgument, "max-num-batched-tokens must be at least 1, got {}",
+         max_num_batched_tokens);
+  if (max_model_len < 2)
+    fail(ErrorCode::kInvalidArgument, "max-model-len must be at least 2, got {}", max_model_len);
+  if (block_size < 1 || block_size > 1024)
+    fail(ErrorCode::kInvalidArgument, "block-size must be in [1, 1024], got {}", block_size);
+  if (num_kv_blocks * block_size < max_model_len)
+    fail(ErrorCode::kInvalidArgument,
+         "the KV cache holds {} tokens ({} blocks of {}), fewer than max-model-len {}: raise "
+         "kv-cache-memory or lower max-model-len",
+         num_kv_blocks * block_size, num_kv_blocks, block_size, max_model_len);
+}
+
+}  // namespace optimate::sched

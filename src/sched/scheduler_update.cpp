@@ -1,0 +1,117 @@
+// Applying a step's sampled tokens, and ending sequences (stop, length, abort).
+#include <algorithm>
+
+#include "core/error.h"
+#include "sched/scheduler.h"
+
+namespace optimate::sched {
+
+RequestOutput Scheduler::make_output(const Request& r) const {
+  RequestOutput out;
+  out.request_id = r.request_id;
+  out.index = r.seq_index;
+  out.usage.prompt_tokens = r.num_prompt_tokens;
+  out.usage.completion_tokens = r.num_output_tokens();
+  out.usage.cached_tokens = r.num_cached_tokens;
+  return out;
+}
+
+void Scheduler::release(Request& r, FinishReason reason) {
+  const SeqId seq = r.seq_id;
+  if (r.status == RequestStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else if (r.status == RequestStatus::kWaiting) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  }
+  kv_.free(seq);
+  auto g = groups_.find(r.request_id);
+  OPTIMATE_CHECK(g != groups_.end(), "sequence {} has no request", seq);
+  if (--g->second.num_unfinished == 0) groups_.erase(g);
+  requests_.erase(seq);
+}
+
+std::vector<RequestOutput> Scheduler::update(const StepPlan& plan, const StepResult& result) {
+  if (!plan.empty()) last_step_ns_ = clock_.now_ns() - schedule_start_ns_;
+  std::vector<RequestOutput> outputs;
+  size_t k = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    const SampledToken* token = nullptr;
+    if (s.want_logits) {
+      OPTIMATE_CHECK(k < result.tokens.size(), "step result has {} tokens, plan wants more",
+                     result.tokens.size());
+      token = &result.tokens[k++];
+    }
+    auto it = requests_.find(s.seq_id);
+    if (it == requests_.end()) continue;
+    Request& r = *it->second;
+    OPTIMATE_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.start_pos,
+                   "sequence {} changed between schedule and update", s.seq_id);
+    const int64_t num_new = static_cast<int64_t>(s.token_ids.size());
+    stats_.num_prompt_tokens_computed +=
+        std::clamp<int64_t>(r.num_prompt_tokens - r.num_computed_tokens, 0, num_new);
+    r.num_computed_tokens += num_new;
+    if (token) {
+      r.token_ids.push_back(token->token_id);
+      ++stats_.num_generated_tokens;
+    }
+    kv_.commit(r.seq_id, r.token_ids, r.num_computed_tokens);
+    if (!token) continue;
+
+    RequestOutput out = make_output(r);
+    out.new_token_ids.push_back(token->token_id);
+    if (token->logprobs) out.logprobs.push_back(*token->logprobs);
+    const StopDecision stop = check_stop(r, config_.eos_token_ids, config_.max_model_len);
+    if (stop.reason != FinishReason::kNone) {
+      out.finished = true;
+      out.finish_reason = stop.reason;
+      out.stop_reason = stop.stop_reason;
+      release(r, stop.reason);
+    }
+    outputs.push_back(std::move(out));
+  }
+  OPTIMATE_CHECK(k == result.tokens.size(), "step result has {} tokens, plan wanted {}",
+                 result.tokens.size(), k);
+  return outputs;
+}
+
+void Scheduler::finish_sequence(const std::string& request_id, int64_t index, FinishReason reason,
+                                std::variant<std::monostate, int64_t, std::string> stop_reason) {
+  auto g = groups_.find(request_id);
+  if (g == groups_.end() || index < 0 || index >= static_cast<int64_t>(g->second.seqs.size()))
+    return;
+  auto it = requests_.find(g->second.seqs[index]);
+  if (it != requests_.end()) release(*it->second, reason);
+}
+
+std::vector<RequestOutput> Scheduler::abort(const std::string& request_id) {
+  std::vector<RequestOutput> outputs;
+  auto g = groups_.find(request_id);
+  if (g == groups_.end()) return outputs;
+  const std::vector<SeqId> seqs = g->second.seqs;  // release() may erase the group
+  for (SeqId seq : seqs) {
+    auto it = requests_.find(seq);
+    if (it == requests_.end()) continue;
+    RequestOutput out = make_output(*it->second);
+    out.finished = true;
+    out.finish_reason = FinishReason::kAbort;
+    release(*it->second, FinishReason::kAbort);
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+optim::MetricsView Scheduler::metrics() const {
+  optim::MetricsView m;
+  m.now_ns = clock_.now_ns();
+  m.num_running = num_running();
+  m.num_waiting = num_waiting();
+  m.kv_usage = kv_.pool().usage();
+  m.num_steps = stats_.num_steps;
+  m.num_preemptions = stats_.num_preemptions;
+  m.num_generated_tokens = stats_.num_generated_tokens;
+  m.num_prompt_tokens = stats_.num_prompt_tokens_computed;
+  m.last_step_num_tokens = stats_.last_step_num_tokens;
+  return m;
+}
+
+}  // namespace optimate::sched

@@ -1,0 +1,39 @@
+// The plain data a step passes between the scheduler, the runner and the sampler.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sched/request.h"
+
+namespace optimate::sched {
+
+// One sequence's work in a step: a prefill chunk or a single decode token.
+struct ScheduledSeq {
+  SeqId seq_id = 0;
+  std::vector<int32_t> token_ids;  // tokens to compute this step
+  int64_t start_pos = 0;           // position of token_ids[0]
+  std::vector<int32_t> block_ids;  // block table covering [0, start_pos + token_ids.size())
+  bool want_logits = false;        // the chunk reaches the sequence's end: sample a token
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> seqs;
+  int64_t num_tokens = 0;
+  std::vector<SeqId> preempted;  // sequences that lost their KV this step
+  // Set when the batch policy held waiting requests back: when to look again.
+  int64_t retry_at_ns = 0;
+  bool empty() const { return seqs.empty(); }
+};
+
+struct SampledToken {
+  int32_t token_id = 0;
+  std::optional<TokenLogprobs> logprobs;  // when the request asked for logprobs
+};
+
+// One sampled token per ScheduledSeq with want_logits, in plan order.
+struct StepResult {
+  std::vector<SampledToken> tokens;
+};
+
+}  // namespace optimate::sched

@@ -1,0 +1,274 @@
+#include "server/engine_backend.h"
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+
+#include "core/logging.h"
+#include "engine/tokenizer_codec.h"
+#include "optim/registry.h"
+#include "server/api_error.h"
+
+namespace optimate::server {
+namespace {
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Json option_json(const OptionValue& v) {
+  return std::visit([](const auto& x) { return Json(x); }, v);
+}
+
+OptionValue option_value(const std::string& key, const Json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) return v.get<std::string>();
+  bad_request("options." + key, "option '{}' must be a boolean, number or string", key);
+}
+
+Json stop_reason_json(const std::variant<std::monostate, int64_t, std::string>& reason) {
+  if (const auto* id = std::get_if<int64_t>(&reason)) return *id;
+  if (const auto* text = std::get_if<std::string>(&reason)) return *text;
+  return nullptr;
+}
+
+}  // namespace
+
+// One request's bridge from engine outputs to its sink, shared by the listener callbacks.
+struct EngineBackend::Live {
+  OutputSink sink;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::atomic<int64_t>* num_live = nullptr;
+  int64_t num_unfinished = 0;  // engine thread only
+  int64_t num_prompt_tokens = 0;
+
+  std::string token_text(int32_t id) const {
+    return tokenizer->decode(std::span<const int32_t>(&id, 1), /*skip_special_tokens=*/false);
+  }
+
+  void on_output(RequestOutput out) {
+    GenerationOutput g;
+    g.index = out.index;
+    g.text = std::move(out.text);
+    g.num_new_tokens = static_cast<int64_t>(out.new_token_ids.size());
+    g.num_prompt_tokens = num_prompt_tokens;
+    for (const sched::TokenLogprobs& lp : out.logprobs) {
+      LogprobEntry e{token_text(lp.sampled.token_id), lp.sampled.logprob, {}};
+      for (const sched::TokenLogprob& t : lp.top) e.top.emplace_back(token_text(t.token_id), t.logprob);
+      g.logprobs.push_back(std::move(e));
+    }
+    if (out.finished) {
+      g.finished = true;
+      g.finish_reason = sched::finish_reason_name(out.finish_reason);
+      g.stop_reason = stop_reason_json(out.stop_reason);
+    }
+    std::vector<GenerationOutput> outs;
+    outs.push_back(std::move(g));
+    sink(std::move(outs));
+    if (out.finished && --num_unfinished == 0) num_live->fetch_sub(1);
+  }
+
+  // The engine refused the request after submission (or a step failed): every choice still
+  // open ends as aborted so the client gets a response instead of a hung connection.
+  void on_error(const Error& e, int64_t n) {
+    spdlog::error("request failed in the engine: {}", e.what());
+    if (num_unfinished == 0) return;
+    std::vector<GenerationOutput> outs;
+    for (int64_t i = 0; i < n; ++i) {
+      GenerationOutput g;
+      g.index = i;
+      g.finished = true;
+      g.finish_reason = "abort";
+      g.num_prompt_tokens = num_prompt_tokens;
+      outs.push_back(std::move(g));
+    }
+    num_unfinished = 0;
+    sink(std::move(outs));
+    num_live->fetch_sub(1);
+  }
+};
+
+EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
+                             metrics::ServingMetrics* metrics)
+    : options_(std::move(options)), metrics_(metrics) {
+  const auto* codec = dynamic_cast<const TokenizerCodec*>(engine.codec().get());
+  if (!codec)
+    fail(ErrorCode::kInvalidArgument, "model '{}': serving needs the model's tokenizer",
+         engine.config().model);
+  tokenizer_ = codec->tokenizer();
+  try {
+    chat_template_ = tokenizer_->chat_template();
+  } catch (const Error& e) {
+    chat_template_error_ = e.what();
+    spdlog::warn("chat completions are unavailable: {}", e.what());
+  }
+  info_.id = options_.served_model_name.empty()
+                 ? std::filesystem::path(engine.config().model).filename().string()
+                 : options_.served_model_name;
+  info_.max_model_len = engine.scheduler().config().max_model_len;
+  info_.vocab_size = engine.runner().config().vocab_size;
+  info_.created = unix_seconds();
+  specs_ = engine.config().optimizers;
+  last_stats_ = engine_stats(engine);
+  if (metrics_) on_stats(last_stats_);
+  engine_ = std::make_unique<AsyncEngine>(std::move(engine));
+  engine_->set_stats_listener([this](const EngineStats& s) { on_stats(s); });
+}
+
+EngineBackend::~EngineBackend() { engine_->shutdown(ShutdownMode::kAbort); }
+
+std::vector<int32_t> EngineBackend::tokenize(std::string_view text, bool add_special_tokens) const {
+  return tokenizer_->encode(text, add_special_tokens);
+}
+
+std::string EngineBackend::detokenize(std::span<const int32_t> ids) const {
+  return tokenizer_->decode(ids, /*skip_special_tokens=*/false);
+}
+
+std::string EngineBackend::render_chat(std::span<const ChatMessage> messages,
+                                       bool add_generation_prompt) const {
+  if (!chat_template_) throw ApiError(400, "This model has no usable chat template: " + chat_template_error_);
+  return chat_template_->render(messages, add_generation_prompt);
+}
+
+void EngineBackend::submit(BackendRequest request, OutputSink sink) {
+  auto live = std::make_shared<Live>();
+  live->sink = std::move(sink);
+  live->tokenizer = tokenizer_;
+  live->num_live = &num_live_;
+  live->num_unfinished = request.params.n;
+  live->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+  const int64_t n = request.params.n;
+  RequestListener listener{[live](RequestOutput out) { live->on_output(std::move(out)); },
+                           [live, n](const Error& e) { live->on_error(e, n); }};
+  RequestMetadata metadata;
+  metadata.priority = request.priority;
+  num_live_.fetch_add(1);
+  try {
+    engine_->submit(request.request_id, std::move(request.prompt_token_ids), request.params,
+                    metadata, std::move(listener));
+  } catch (...) {
+    num_live_.fetch_sub(1);
+    throw;
+  }
+}
+
+void EngineBackend::abort(const std::string& request_id) { engine_->abort(request_id); }
+
+int64_t EngineBackend::num_waiting() const {
+  // The snapshot lags by up to one step and counts sequences; requests submitted since it was
+  // taken are waiting too, so a burst is refused before it reaches the scheduler.
+  const EngineStats s = engine_->stats();
+  return std::max(s.num_waiting, num_live_.load() - s.num_running);
+}
+
+void EngineBackend::on_stats(const EngineStats& s) {
+  if (!metrics_) return;
+  metrics::SchedulerSnapshot snap;
+  snap.num_running = s.num_running;
+  snap.num_waiting = s.num_waiting;
+  for (const auto& [priority, count] : s.num_waiting_by_priority)
+    snap.num_waiting_by_priority[options_.lower_priority_first ? -priority : priority] += count;
+  snap.kv_used_blocks = s.kv_used_blocks;
+  snap.kv_total_blocks = s.kv_total_blocks;
+  snap.kv_blocks_by_precision = s.kv_blocks_by_precision;
+  metrics_->set_scheduler_state(snap);
+  if (s.num_steps > last_stats_.num_steps) {
+    metrics::StepStats step;
+    step.batch_size = s.num_running;
+    step.num_prompt_tokens = s.num_prompt_tokens - last_stats_.num_prompt_tokens;
+    step.num_generation_tokens = s.num_generation_tokens - last_stats_.num_generation_tokens;
+    step.num_preemptions = s.num_preemptions - last_stats_.num_preemptions;
+    step.prefix_cache_queries = s.prefix_cache_queries - last_stats_.prefix_cache_queries;
+    step.prefix_cache_hits = s.prefix_cache_hits - last_stats_.prefix_cache_hits;
+    metrics_->record_step(step);
+  }
+  last_stats_ = s;
+}
+
+Json EngineBackend::list_optimizers() const {
+  auto done = std::make_shared<std::promise<std::vector<OptimizerCounters>>>();
+  auto future = done->get_future();
+  engine_->run_on_engine([done](Engine& e) { done->set_value(e.optimizer_counters()); });
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    throw ApiError(503, "The engine did not answer in time.");
+  const std::vector<OptimizerCounters> active = future.get();
+  auto counters_of = [&](const std::string& name) -> Json {
+    for (const auto& a : active) {
+      if (a.optimizer != name) continue;
+      Json c = Json::object();
+      for (const auto& pc : a.counters) c[pc.name] = pc.value;
+      return c;
+    }
+    return Json::object();
+  };
+  Json out = Json::array();
+  std::lock_guard lock(specs_mutex_);
+  for (const auto& spec : specs_) {
+    Json options = Json::object();
+    for (const auto& [k, v] : spec.options) options[k] = option_json(v);
+    out.push_back({{"name", spec.name}, {"enabled", spec.enabled}, {"baseline", false},
+                   {"options", options}, {"counters", counters_of(spec.name)}});
+  }
+  // The baselines filling the slots no optimizer takes.
+  for (const auto& a : active) {
+    bool configured = false;
+    for (const auto& spec : specs_) configured |= spec.name == a.optimizer;
+    if (configured) continue;
+    out.push_back({{"name", a.optimizer}, {"enabled", true}, {"baseline", true},
+                   {"options", Json::object()}, {"counters", counters_of(a.optimizer)}});
+  }
+  return out;
+}
+
+Json EngineBackend::update_optimizer(const std::string& name, const Json& body) {
+  if (!body.is_object()) bad_request("", "the body must be a JSON object");
+  OptimizerSpec spec{name, {}, true};
+  {
+    std::lock_guard lock(specs_mutex_);
+    for (const auto& s : specs_)
+      if (s.name == name) spec = s;
+  }
+  if (body.contains("enabled")) {
+    if (!body["enabled"].is_boolean()) bad_request("enabled", "enabled must be a boolean");
+    spec.enabled = body["enabled"].get<bool>();
+  }
+  if (body.contains("options")) {
+    if (!body["options"].is_object()) bad_request("options", "options must be an object");
+    for (const auto& [k, v] : body["options"].items()) spec.options[k] = option_value(k, v);
+  }
+  if (!spec.enabled) {
+    // The engine builds only enabled optimizers; options stored while disabled must be valid
+    // too, or enabling them later fails. The server's engines use the built-in registry.
+    OptimizerSpec probe = spec;
+    probe.enabled = true;
+    optim::OptimizerRegistry::with_builtin().build(probe);
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  auto future = done->get_future();
+  engine_->run_on_engine([done, spec](Engine& e) {
+    try {
+      e.set_optimizer(spec);
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  });
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
+    throw ApiError(503, "The engine did not answer in time.");
+  future.get();  // an unknown name or bad option throws Error: 404 / 400
+  {
+    std::lock_guard lock(specs_mutex_);
+    std::erase_if(specs_, [&](const OptimizerSpec& s) { return s.name == name; });
+    specs_.push_back(spec);
+  }
+  Json options = Json::object();
+  for (const auto& [k, v] : spec.options) options[k] = option_json(v);
+  return {{"name", spec.name}, {"enabled", spec.enabled}, {"options", options}};
+}
+
+}  // namespace optimate::server

@@ -1,0 +1,72 @@
+// The production GenerationBackend: the AsyncEngine with the model's tokenizer and chat
+// template. Outputs are handed to each request's sink on the engine thread (no thread per
+// request); every step also refreshes the scheduler gauges and step counters of /metrics.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/async_engine.h"
+#include "metrics/serving_metrics.h"
+#include "server/generation_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace optimate::server {
+
+struct EngineBackendOptions {
+  std::string served_model_name;  // empty: the model path's file name
+  // vLLM's priority rule is in force: the engine saw negated priorities, so per-priority
+  // series are labelled with the client's numbers again.
+  bool lower_priority_first = false;
+};
+
+class EngineBackend final : public GenerationBackend {
+ public:
+  // `engine` must carry the model's tokenizer (create_optimized_engine attaches it). `metrics`
+  // may be null, else it must outlive the backend.
+  EngineBackend(Engine engine, EngineBackendOptions options, metrics::ServingMetrics* metrics);
+  ~EngineBackend() override;
+
+  const ModelInfo& model() const override { return info_; }
+  std::vector<int32_t> tokenize(std::string_view text, bool add_special_tokens) const override;
+  std::string detokenize(std::span<const int32_t> ids) const override;
+  std::string render_chat(std::span<const ChatMessage> messages,
+                          bool add_generation_prompt) const override;
+
+  void submit(BackendRequest request, OutputSink sink) override;
+  void abort(const std::string& request_id) override;
+
+  bool healthy() const override { return engine_->running(); }
+  int64_t num_waiting() const override;
+  int64_t num_unfinished() const override { return num_live_.load(); }
+
+  Json list_optimizers() const override;
+  Json update_optimizer(const std::string& name, const Json& body) override;
+
+  // kDrain: let submitted requests finish; kAbort: end them now. Blocks until the engine
+  // thread has stopped.
+  void shutdown(ShutdownMode mode) { engine_->shutdown(mode); }
+  EngineStats stats() const { return engine_->stats(); }
+
+ private:
+  struct Live;
+  void on_stats(const EngineStats& stats);
+
+  EngineBackendOptions options_;
+  metrics::ServingMetrics* metrics_;
+  ModelInfo info_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chat_template_;  // absent: the model has none (chat requests fail)
+  std::string chat_template_error_;
+  std::atomic<int64_t> num_live_{0};
+  mutable std::mutex specs_mutex_;
+  std::vector<OptimizerSpec> specs_;  // as configured, then as changed through the API
+  EngineStats last_stats_;             // engine thread only
+  std::unique_ptr<AsyncEngine> engine_;
+};
+
+}  // namespace optimate::server

@@ -1,0 +1,35 @@
+// Typed access to fields of a JSON request body. A missing field or an explicit null means
+// "use the default" (as in vLLM's pydantic models); a value of the wrong type or out of range
+// is a 400 naming the field. Integral floats (5.0) count as integers, as pydantic allows;
+// strings never count as numbers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace optimate::server {
+
+using Json = nlohmann::json;
+
+std::optional<int64_t> get_int(const Json& object, const char* name);
+std::optional<double> get_number(const Json& object, const char* name);
+std::optional<bool> get_bool(const Json& object, const char* name);
+std::optional<std::string> get_string(const Json& object, const char* name);
+// A string or an array of strings (`stop`); absent gives an empty list.
+std::vector<std::string> get_string_or_strings(const Json& object, const char* name);
+std::optional<std::vector<int64_t>> get_int_list(const Json& object, const char* name);
+// An object or absent; anything else is a 400.
+const Json* get_object(const Json& object, const char* name);
+
+// Converts a JSON value to int64 or throws a 400 naming `name`.
+int64_t as_int(const Json& value, const std::string& name);
+
+// Parses a request body; malformed JSON (including invalid UTF-8 in strings) is a 400, and the
+// top level must be an object.
+Json parse_json_body(const std::string& body);
+
+}  // namespace optimate::server

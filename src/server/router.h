@@ -1,0 +1,44 @@
+// Maps method + path to handlers, enforces --api-key on /v1/*, and turns ApiError (or any
+// escaped exception) into an OpenAI error response so no request can take the server down.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <boost/beast/http/verb.hpp>
+
+#include "server/http_exchange.h"
+
+namespace optimate::server {
+
+using Handler = std::function<void(const HttpRequest&, const std::shared_ptr<HttpExchange>&)>;
+
+class Router {
+ public:
+  explicit Router(std::string api_key = {}) : api_key_(std::move(api_key)) {}
+
+  void add(boost::beast::http::verb method, std::string path, Handler handler);
+  // Paths that start with `prefix` (for /v1/optimizers/NAME).
+  void add_prefix(boost::beast::http::verb method, std::string prefix, Handler handler);
+
+  void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const;
+
+  // Strips the query string.
+  static std::string path_of(const HttpRequest& request);
+
+ private:
+  bool authorized(const HttpRequest& request) const;
+
+  std::string api_key_;
+  std::map<std::string, std::map<boost::beast::http::verb, Handler>> exact_;
+  std::map<std::string, std::map<boost::beast::http::verb, Handler>> prefixes_;
+};
+
+// Sends the OpenAI error JSON (with Retry-After when the error carries one).
+void send_error(HttpExchange& exchange, int status, const std::string& message,
+                const std::string& param = {}, int retry_after_s = 0);
+
+}  // namespace optimate::server

@@ -1,0 +1,103 @@
+// Operational endpoints and the route table.
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "server/serving_api.h"
+
+namespace optimate::server {
+
+namespace http = boost::beast::http;
+
+ServingApi::ServingApi(GenerationBackend& backend, metrics::Registry& registry,
+                       metrics::ServingMetrics& metrics, const Clock& clock, ApiOptions options)
+    : backend_(backend), registry_(registry), metrics_(metrics), clock_(clock),
+      options_(std::move(options)) {}
+
+void ServingApi::add_routes(Router& router) {
+  auto bind = [this](auto member) {
+    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
+      (this->*member)(r, e);
+    };
+  };
+  router.add(http::verb::post, "/v1/completions", bind(&ServingApi::completions));
+  router.add(http::verb::post, "/v1/chat/completions", bind(&ServingApi::chat_completions));
+  router.add(http::verb::get, "/v1/models", bind(&ServingApi::models));
+  router.add(http::verb::get, "/health", bind(&ServingApi::health));
+  router.add(http::verb::get, "/metrics", bind(&ServingApi::metrics_text));
+  router.add(http::verb::get, "/version", bind(&ServingApi::version));
+  router.add(http::verb::post, "/tokenize", bind(&ServingApi::tokenize));
+  router.add(http::verb::post, "/detokenize", bind(&ServingApi::detokenize));
+  router.add(http::verb::get, "/v1/optimizers", bind(&ServingApi::list_optimizers));
+  router.add_prefix(http::verb::put, "/v1/optimizers/", bind(&ServingApi::update_optimizer));
+}
+
+void ServingApi::models(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  const ModelInfo& m = backend_.model();
+  Json card = {{"id", m.id},           {"object", "model"},       {"created", m.created},
+               {"owned_by", "optimate"}, {"root", m.id},          {"parent", nullptr},
+               {"max_model_len", m.max_model_len}, {"permission", Json::array()}};
+  exchange->send_json(200, dump_json({{"object", "list"}, {"data", Json::array({card})}}));
+}
+
+void ServingApi::health(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  if (backend_.healthy()) exchange->send(200, "text/plain", "");
+  else exchange->send_json(503, error_body(503, "The engine is not running."));
+}
+
+void ServingApi::metrics_text(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  exchange->send(200, metrics::Registry::kContentType, registry_.render());
+}
+
+void ServingApi::version(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  exchange->send_json(200, dump_json({{"version", options_.version}}));
+}
+
+// vLLM's /tokenize: {"prompt": "..."} or {"messages": [...]} -> ids and count.
+void ServingApi::tokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) {
+  Json body = parse_json_body(request.body());
+  check_model(get_string(body, "model").value_or(""));
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    ChatRequest chat = parse_chat_request(body, backend_.model().vocab_size);
+    bool add_special = get_bool(body, "add_special_tokens").value_or(false);
+    ids = backend_.tokenize(backend_.render_chat(chat.messages, chat.add_generation_prompt), add_special);
+  } else {
+    auto prompt = get_string(body, "prompt");
+    if (!prompt) bad_request("prompt", "prompt (a string) or messages is required");
+    ids = backend_.tokenize(*prompt, get_bool(body, "add_special_tokens").value_or(true));
+  }
+  exchange->send_json(200, dump_json({{"count", ids.size()},
+                                      {"max_model_len", backend_.model().max_model_len},
+                                      {"tokens", ids},
+                                      {"token_strs", nullptr}}));
+}
+
+void ServingApi::detokenize(const HttpRequest& request,
+                            const std::shared_ptr<HttpExchange>& exchange) {
+  Json body = parse_json_body(request.body());
+  check_model(get_string(body, "model").value_or(""));
+  auto tokens = get_int_list(body, "tokens");
+  if (!tokens) bad_request("tokens", "tokens (a list of token ids) is required");
+  std::vector<int32_t> ids;
+  for (int64_t t : *tokens) {
+    if (t < 0 || t >= backend_.model().vocab_size)
+      bad_request("tokens", "token ids must be in [0, {}), got {}", backend_.model().vocab_size, t);
+    ids.push_back(static_cast<int32_t>(t));
+  }
+  exchange->send_json(200, dump_json({{"prompt", backend_.detokenize(ids)}}));
+}
+
+void ServingApi::list_optimizers(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  exchange->send_json(200, dump_json({{"object", "list"}, {"data", backend_.list_optimizers()}}));
+}
+
+void ServingApi::update_optimizer(const HttpRequest& request,
+                                  const std::shared_ptr<HttpExchange>& exchange) {
+  std::string name = Router::path_of(request).substr(std::string_view("/v1/optimizers/").size());
+  Json body = parse_json_body(request.body());
+  Json result = backend_.update_optimizer(name, body);
+  metrics_.record_optimizer_event(name, "update");
+  exchange->send_json(200, dump_json(result));
+}
+
+}  // namespace optimate::server

@@ -1,0 +1,71 @@
+// A small Llama-family model with seeded random weights, for runner tests that need no file.
+#pragma once
+
+#include <random>
+#include <string>
+
+#include "model/host_tensor.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace optimate::testing {
+
+inline ModelConfig tiny_config(bool attention_bias = false) {
+  ModelConfig c;
+  c.architecture = attention_bias ? Architecture::kQwen2 : Architecture::kLlama;
+  c.architecture_name = attention_bias ? "qwen2" : "llama";
+  c.vocab_size = 101;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 512;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.tie_word_embeddings = !attention_bias;
+  c.attention_bias = attention_bias;
+  c.bos_token_id = 1;
+  c.eos_token_ids = {2};
+  return c;
+}
+
+inline ModelWeights tiny_weights(const ModelConfig& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto random = [&](std::string name, std::vector<int64_t> shape, float scale, float offset = 0.0f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(n);
+    for (float& x : v) x = offset + scale * normal(rng);
+    return make_f32_tensor(std::move(name), std::move(shape), std::move(v));
+  };
+  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  ModelWeights w;
+  w.tok_embeddings = random("tok_embeddings", {c.vocab_size, h}, 1.0f);
+  w.final_norm = random("final_norm", {h}, 0.1f, 1.0f);
+  w.lm_head = c.tie_word_embeddings ? w.tok_embeddings : random("lm_head", {c.vocab_size, h}, 0.2f);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    LayerWeights lw;
+    lw.attn_norm = random(p + "attn_norm", {h}, 0.1f, 1.0f);
+    lw.wq = random(p + "wq", {q, h}, 0.15f);
+    lw.wk = random(p + "wk", {kv, h}, 0.15f);
+    lw.wv = random(p + "wv", {kv, h}, 0.15f);
+    lw.wo = random(p + "wo", {h, q}, 0.15f);
+    if (c.attention_bias) {
+      lw.bq = random(p + "bq", {q}, 0.1f);
+      lw.bk = random(p + "bk", {kv}, 0.1f);
+      lw.bv = random(p + "bv", {kv}, 0.1f);
+    }
+    lw.ffn_norm = random(p + "ffn_norm", {h}, 0.1f, 1.0f);
+    lw.w_gate = random(p + "w_gate", {c.intermediate_size, h}, 0.15f);
+    lw.w_up = random(p + "w_up", {c.intermediate_size, h}, 0.15f);
+    lw.w_down = random(p + "w_down", {h, c.intermediate_size}, 0.15f);
+    w.layers.push_back(std::move(lw));
+  }
+  return w;
+}
+
+}  // namespace optimate::testing

@@ -1,0 +1,96 @@
+// The simulated backend: its cost model matches the published shape of Llama-3-8B, its
+// clock advances by exactly the modelled step times, and a run is reproducible bit for bit.
+#include <gtest/gtest.h>
+
+#include "bench/bench_target.h"
+#include "bench/cost_model.h"
+#include "bench/in_process.h"
+#include "bench/report_json.h"
+#include "bench/summary.h"
+
+namespace optimate::bench {
+namespace {
+
+const std::string kProfile = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profiles/h200-llama3-8b.json";
+
+TEST(CostModel, WeightBytesMatchLlama3ParameterCount) {
+  const CostModel model(load_cost_profile(kProfile));
+  // Meta-Llama-3-8B has 8,030,261,248 parameters; a step reads all but the embedding table
+  // (128256 x 4096) and the RMSNorm weights (65 x 4096), in bf16.
+  const double read = 8030261248.0 - 128256.0 * 4096.0 - 65.0 * 4096.0;
+  EXPECT_DOUBLE_EQ(model.weight_bytes_per_step(), read * 2.0);
+  // 2 (K and V) x 32 layers x 8 KV heads x 128 dims x 2 bytes.
+  EXPECT_DOUBLE_EQ(model.kv_bytes_per_token(), 131072.0);
+}
+
+TEST(CostModel, DecodeIsBandwidthBoundAndLargePrefillComputeBound) {
+  const CostModel model(load_cost_profile(kProfile));
+  const CostProfile& p = model.profile();
+  const StepCost decode = model.step_cost({{1, 0}});
+  const double weight_s = decode.weight_bytes / (p.memory_bandwidth_bytes_per_s * p.gemm_bandwidth_efficiency);
+  EXPECT_GT(weight_s, decode.gemm_flops / (p.peak_flops * p.gemm_compute_efficiency));
+  const StepCost prefill = model.step_cost({{8192, 0}});
+  EXPECT_GT(prefill.gemm_flops / (p.peak_flops * p.gemm_compute_efficiency),
+            prefill.weight_bytes / (p.memory_bandwidth_bytes_per_s * p.gemm_bandwidth_efficiency));
+  // Batching decodes shares the weight reads: 64 sequences cost far less than 64 steps.
+  std::vector<SeqWork> batch(64, SeqWork{1, 512});
+  EXPECT_LT(model.step_cost(batch).seconds, 2.0 * decode.seconds);
+}
+
+Workload small_workload(ArrivalKind kind) {
+  WorkloadSpec spec;
+  spec.name = "sim";
+  spec.seed = 5;
+  spec.num_requests = 200;
+  spec.arrival = {.kind = kind, .rate_per_s = 40.0, .concurrency = 16};
+  spec.prompt = {.kind = LengthKind::kUniform, .min = 16, .max = 600};
+  spec.output = {.kind = LengthKind::kUniform, .min = 4, .max = 120};
+  spec.priorities = {{"high", 2, 0.2}, {"low", 1, 0.8}};
+  spec.token_id_max = 4000;
+  return build_workload(spec);
+}
+
+RunResult simulate(const Workload& w) {
+  EngineConfig config;
+  config.max_num_seqs = 32;
+  BuiltEngine target = build_sim_engine(config, load_cost_profile(kProfile), w.spec.token_id_max + 1);
+  return run_in_process(target, w);
+}
+
+TEST(Sim, SameWorkloadAndProfileGiveTheSameReport) {
+  for (ArrivalKind kind : {ArrivalKind::kPoisson, ArrivalKind::kClosedLoop}) {
+    const Workload w = small_workload(kind);
+    const RunResult a = simulate(w), b = simulate(w);
+    EXPECT_EQ(run_to_json(a, summarize(a)).dump(), run_to_json(b, summarize(b)).dump());
+    const RunSummary s = summarize(a);
+    EXPECT_EQ(s.completed, 200);
+    EXPECT_EQ(s.failed, 0);
+    EXPECT_GT(s.batch_size.max, 1.0);
+  }
+}
+
+TEST(Sim, EveryRequestGetsItsTokensAndTimeFollowsTheCostModel) {
+  const Workload w = small_workload(ArrivalKind::kPoisson);
+  const RunResult run = simulate(w);
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    EXPECT_EQ(run.records[i].output_tokens, w.requests[i].max_tokens);
+    EXPECT_EQ(static_cast<int64_t>(run.records[i].token_times_s.size()), w.requests[i].max_tokens);
+    EXPECT_GE(run.records[i].first_token_s, run.records[i].arrival_s);
+  }
+  // A lone request on an idle engine: TTFT is one prefill step, then one decode step per token.
+  WorkloadSpec one;
+  one.num_requests = 1;
+  one.arrival = {.kind = ArrivalKind::kOffline};
+  one.prompt = {.kind = LengthKind::kFixed, .value = 100};
+  one.output = {.kind = LengthKind::kFixed, .value = 3};
+  one.token_id_max = 4000;
+  const RunResult single = simulate(build_workload(one));
+  const CostModel model(load_cost_profile(kProfile));
+  const auto& r = single.records.at(0);
+  EXPECT_NEAR(r.first_token_s, model.step_cost({{100, 0}}).seconds, 1e-9);
+  EXPECT_NEAR(r.token_times_s[1] - r.token_times_s[0], model.step_cost({{1, 100}}).seconds, 1e-9);
+  EXPECT_NEAR(r.token_times_s[2] - r.token_times_s[1], model.step_cost({{1, 101}}).seconds, 1e-9);
+}
+
+}  // namespace
+}  // namespace optimate::bench

@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+
+#include "config/engine_cli.h"
+#include "config/engine_config.h"
+#include "core/error.h"
+
+namespace optimate {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(EngineConfig, ParsesEngineAndOptimizerTables) {
+  const EngineConfig c = parse_engine_config_toml(R"(
+[engine]
+model = "models/x.gguf"
+max_num_seqs = 64
+enable_prefix_caching = false
+kv_cache_memory = "512MiB"
+
+[optimizers.priority]
+levels = 4
+aging_ms = 2.5
+mode = "strict"
+
+[optimizers.predictive]
+enabled = false
+)", "test.toml");
+  EXPECT_EQ(c.model, "models/x.gguf");
+  EXPECT_EQ(c.max_num_seqs, 64);
+  EXPECT_FALSE(c.enable_prefix_caching);
+  EXPECT_EQ(c.kv_cache_memory_bytes, 512 * 1024 * 1024);
+  ASSERT_EQ(c.optimizers.size(), 2u);
+  auto spec = [&](const std::string& name) {
+    for (const auto& o : c.optimizers)
+      if (o.name == name) return o;
+    ADD_FAILURE() << name;
+    return OptimizerSpec{};
+  };
+  EXPECT_EQ(std::get<int64_t>(spec("priority").options.at("levels")), 4);
+  EXPECT_EQ(std::get<double>(spec("priority").options.at("aging_ms")), 2.5);
+  EXPECT_EQ(std::get<std::string>(spec("priority").options.at("mode")), "strict");
+  EXPECT_FALSE(spec("predictive").enabled);
+  // The printed configuration reads back to the same thing.
+  const EngineConfig again = parse_engine_config_toml(c.to_toml(), "printed");
+  EXPECT_EQ(again.to_toml(), c.to_toml());
+}
+
+TEST(EngineConfig, ErrorsNameTheKey) {
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[engine]\nmax_num_seq = 3\n", "a.toml"); })
+                .find("engine.max_num_seq"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[engine]\nmax_num_seqs = \"x\"\n", "a.toml"); })
+                .find("must be an integer"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[engine\n", "broken.toml"); }).find("broken.toml:1"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[server]\nport = 1\n", "a.toml"); }).find("server"),
+            std::string::npos);
+  EngineConfig c;
+  c.block_size = 12;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("block-size"), std::string::npos);
+  c = {};
+  c.gpu_memory_utilization = 1.5;
+  EXPECT_NE(error_of([&] { c.validate(); }).find("gpu-memory-utilization"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_byte_size("4 parsecs", "--kv-cache-memory"); }).find("--kv-cache-memory"),
+            std::string::npos);
+  EXPECT_EQ(parse_byte_size("1.5GB", "x"), 1500000000);
+}
+
+TEST(EngineConfig, CliFlagsOverrideTheFile) {
+  CLI::App app;
+  EngineFlags flags;
+  add_engine_flags(app, flags);
+  const char* argv[] = {"serve", "--max-num-seqs", "8", "--no-enable-prefix-caching",
+                        "--kv-cache-memory", "2GiB", "--optimizer", "predictive:max_wait_ms=50,adaptive=true",
+                        "--max-num-batched-tokens", "512", "--scheduling-policy", "priority"};
+  app.parse(static_cast<int>(std::size(argv)), argv);
+  const EngineConfig c = resolve_engine_config(flags);
+  EXPECT_EQ(c.max_num_seqs, 8);
+  EXPECT_EQ(c.max_num_batched_tokens, 512);
+  EXPECT_FALSE(c.enable_prefix_caching);
+  EXPECT_EQ(c.kv_cache_memory_bytes, int64_t{2} << 30);
+  EXPECT_EQ(c.scheduling_policy, "priority");
+  ASSERT_EQ(c.optimizers.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(c.optimizers[0].options.at("max_wait_ms")), 50);
+  EXPECT_TRUE(std::get<bool>(c.optimizers[0].options.at("adaptive")));
+
+  CLI::App bad;
+  EngineFlags bad_flags;
+  add_engine_flags(bad, bad_flags);
+  const char* bad_argv[] = {"serve", "--max-num-seqs", "0"};
+  bad.parse(3, bad_argv);
+  EXPECT_NE(error_of([&] { resolve_engine_config(bad_flags); }).find("max-num-seqs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace optimate

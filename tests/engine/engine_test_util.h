@@ -1,0 +1,68 @@
+// Building engines over the fake model and running requests to completion.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/fake_model.h"
+
+namespace optimate::testing {
+
+struct FakeEngineOptions {
+  int64_t num_blocks = 256;
+  int64_t block_size = 4;
+  int64_t max_num_seqs = 32;
+  int64_t max_num_batched_tokens = 64;
+  int64_t max_model_len = 256;
+  bool prefix_caching = true;
+  std::vector<OptimizerSpec> optimizers;
+};
+
+inline Engine make_fake_engine(const FakeEngineOptions& o = {},
+                               std::shared_ptr<const Clock> clock = std::make_shared<FakeClock>()) {
+  EngineConfig c;
+  c.max_num_seqs = o.max_num_seqs;
+  c.max_num_batched_tokens = o.max_num_batched_tokens;
+  c.max_model_len = o.max_model_len;
+  c.block_size = o.block_size;
+  c.enable_prefix_caching = o.prefix_caching;
+  c.optimizers = o.optimizers;
+  EngineParts parts;
+  parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size);
+  parts.codec = std::make_shared<FakeCodec>();
+  parts.clock = std::move(clock);
+  return Engine(c, std::move(parts));
+}
+
+struct SeqResult {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  int64_t num_finished = 0;  // must end up 1
+  sched::Usage usage;
+};
+using Results = std::map<std::pair<std::string, int64_t>, SeqResult>;
+
+inline void collect(const std::vector<RequestOutput>& outs, Results& results) {
+  for (const auto& o : outs) {
+    SeqResult& r = results[{o.request_id, o.index}];
+    r.tokens.insert(r.tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+    r.text += o.text;
+    if (o.finished) {
+      r.reason = o.finish_reason;
+      ++r.num_finished;
+      r.usage = o.usage;
+    }
+  }
+}
+
+inline Results run_to_completion(Engine& engine, int64_t max_steps = 1000000) {
+  Results results;
+  for (int64_t i = 0; i < max_steps && engine.has_unfinished(); ++i) collect(engine.step(), results);
+  return results;
+}
+
+}  // namespace optimate::testing

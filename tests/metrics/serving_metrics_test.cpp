@@ -1,0 +1,105 @@
+// The names, labels and buckets that vLLM-aware routers and dashboards read.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include "metrics/serving_metrics.h"
+
+namespace optimate::metrics {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    if (l == line) return true;
+  return false;
+}
+
+std::vector<std::string> bucket_bounds(const std::string& text, const std::string& name) {
+  std::vector<std::string> out;
+  std::regex re(name + R"(_bucket\{le="([^"]+)\",model_name="m"\} )");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
+TEST(ServingMetrics, ExportsTheVllmNamesRoutersRead) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  std::string text = r.render();
+  for (const char* type_line :
+       {"# TYPE vllm:num_requests_running gauge", "# TYPE vllm:num_requests_waiting gauge",
+        "# TYPE vllm:kv_cache_usage_perc gauge", "# TYPE vllm:gpu_cache_usage_perc gauge",
+        "# TYPE vllm:num_preemptions_total counter", "# TYPE vllm:prompt_tokens_total counter",
+        "# TYPE vllm:generation_tokens_total counter",
+        "# TYPE vllm:request_success_total counter",
+        "# TYPE vllm:prefix_cache_queries_total counter",
+        "# TYPE vllm:prefix_cache_hits_total counter",
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+        "# TYPE vllm:inter_token_latency_seconds histogram",
+        "# TYPE vllm:e2e_request_latency_seconds histogram",
+        "# TYPE vllm:request_queue_time_seconds histogram"})
+    EXPECT_TRUE(has_line(text, type_line)) << type_line;
+  EXPECT_TRUE(has_line(text, R"(vllm:num_requests_running{model_name="m"} 0.0)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:request_success_total{finished_reason="abort",model_name="m"} 0.0)"));
+}
+
+TEST(ServingMetrics, TtftBucketsAreVllms) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  // REFERENCE.md's list, as vLLM's Python client writes the bounds.
+  std::vector<std::string> expected = {"0.001", "0.005", "0.01", "0.02",  "0.04",  "0.06",
+                                       "0.08",  "0.1",   "0.25", "0.5",   "0.75",  "1.0",
+                                       "2.5",   "5.0",   "7.5",  "10.0",  "20.0",  "40.0",
+                                       "80.0",  "160.0", "640.0", "2560.0", "+Inf"};
+  EXPECT_EQ(bucket_bounds(r.render(), "vllm:time_to_first_token_seconds"), expected);
+}
+
+TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  SchedulerSnapshot s;
+  s.num_running = 3;
+  s.num_waiting = 2;
+  s.num_waiting_by_priority = {{0, 1}, {10, 1}};
+  s.kv_used_blocks = 25;
+  s.kv_total_blocks = 100;
+  s.kv_blocks_by_precision = {{"bf16", 20}, {"int8", 5}};
+  m.set_scheduler_state(s);
+  std::string text = r.render();
+  EXPECT_TRUE(has_line(text, R"(vllm:num_requests_running{model_name="m"} 3.0)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:kv_cache_usage_perc{model_name="m"} 0.25)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:gpu_cache_usage_perc{model_name="m"} 0.25)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="10"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_blocks_by_precision{model_name="m",precision="int8"} 5.0)"));
+
+  // A priority level that empties drops to 0 instead of disappearing.
+  m.set_scheduler_state(SchedulerSnapshot{});
+  text = r.render();
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="10"} 0.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_used_blocks{model_name="m"} 0.0)"));
+
+  FinishedRequestStats f;
+  f.finish_reason = "length";
+  f.priority = 5;
+  f.num_prompt_tokens = 7;
+  f.num_generation_tokens = 16;
+  f.max_tokens = 16;
+  f.queue_s = 0.2;
+  f.e2e_s = 1.2;
+  m.record_finished(f);
+  m.record_first_token(0.03);
+  text = r.render();
+  EXPECT_TRUE(has_line(text, R"(vllm:request_success_total{finished_reason="length",model_name="m"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:e2e_request_latency_seconds_count{model_name="m"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:time_to_first_token_seconds_bucket{le="0.04",model_name="m"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(vllm:time_to_first_token_seconds_bucket{le="0.02",model_name="m"} 0.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:request_queue_time_by_priority_seconds_count{model_name="m",priority="5"} 1.0)"));
+  // Phases that never happened are not observed.
+  EXPECT_TRUE(has_line(text, R"(vllm:request_prefill_time_seconds_count{model_name="m"} 0.0)"));
+}
+
+}  // namespace
+}  // namespace optimate::metrics

@@ -1,0 +1,196 @@
+// Priority scheduling as a user of the engine sees it: who gets admitted first, that the
+// least important class still gets in within its bound under overload, and that a more
+// important request displaces a less important one whether the batch is full on sequence
+// slots or on KV blocks.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "optim/priority_queue_policy.h"
+#include "optim/sched_harness.h"
+
+namespace optimate::testing {
+namespace {
+
+constexpr int64_t kStepNs = 10'000'000;  // 10 ms per step
+
+sched::SchedulerConfig config(int64_t max_num_seqs, int64_t num_blocks = 256) {
+  sched::SchedulerConfig c;
+  c.max_num_seqs = max_num_seqs;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 64;
+  c.block_size = 4;
+  c.num_kv_blocks = num_blocks;
+  c.eos_token_ids = {0};
+  return c;
+}
+
+OptimizerSpec priority(OptionMap options = {}) { return {"priority", std::move(options)}; }
+
+const optim::Policy& queue_policy(SchedHarness& h) { return *h.scheduler().policies().queue; }
+
+TEST(PriorityScheduling, HigherPriorityIsAdmittedFirst) {
+  SchedHarness h(config(1), build_optimizers({priority({{"preempt", false}})}), kStepNs);
+  h.add("low", 8, 2, 0);
+  h.add("critical", 8, 2, 3);
+  h.add("medium", 8, 2, 1);
+  h.add("high", 8, 2, 2);
+  std::vector<std::string> admitted;
+  while (h.scheduler().has_unfinished()) {
+    const auto plan = h.step();
+    for (const auto& s : plan.seqs)
+      if (s.start_pos == 0) admitted.push_back(h.scheduler().find(s.seq_id)->request_id);
+  }
+  EXPECT_EQ(h.timeline().num_preempted, 0);
+  EXPECT_EQ(admitted, (std::vector<std::string>{"critical", "high", "medium", "low"}));
+}
+
+TEST(PriorityScheduling, FcfsBaselineAdmitsInArrivalOrder) {
+  SchedHarness h(config(1), {}, kStepNs);
+  h.add("low", 8, 2, 0);
+  h.add("critical", 8, 2, 3);
+  h.step();
+  EXPECT_TRUE(h.running("low"));
+  EXPECT_TRUE(h.waiting("critical"));
+}
+
+TEST(PriorityScheduling, LevelsClampOutOfRangePriorities) {
+  OptimizerSpec spec = priority({{"levels", int64_t{3}}, {"lowest_priority", int64_t{1}}});
+  optim::OptionReader reader(spec);
+  const optim::PriorityOptions o = optim::PriorityOptions::read(reader);
+  EXPECT_EQ(o.level_of(-5), 0);
+  EXPECT_EQ(o.level_of(1), 0);
+  EXPECT_EQ(o.level_of(2), 1);
+  EXPECT_EQ(o.level_of(3), 2);
+  EXPECT_EQ(o.level_of(1000), 2);
+  EXPECT_EQ(o.level_of(std::numeric_limits<int64_t>::max()), 2);
+  EXPECT_EQ(o.level_of(std::numeric_limits<int64_t>::min()), 0);
+  EXPECT_EQ(o.level_name(2), "high");
+  EXPECT_THROW(build_optimizers({priority({{"levels", int64_t{0}}})}), Error);
+  EXPECT_THROW(build_optimizers({priority({{"max_wait_ms_critical", 10.0}, {"levels", int64_t{3}}})}), Error);
+  EXPECT_THROW(build_optimizers({priority({{"aging", 1.0}})}), Error);  // typo: no such option
+}
+
+// Two slots and high-priority arrivals faster than the slots free up: the high queue never
+// empties, so without a bound the one low request would wait forever.
+Timeline overload(OptionMap options, int64_t run_ms) {
+  SchedHarness h(config(2), build_optimizers({priority(std::move(options))}), kStepNs);
+  int64_t next_high = 0;
+  h.add("high" + std::to_string(next_high++), 8, 4, 3);
+  h.add("high" + std::to_string(next_high++), 8, 4, 3);
+  h.step();
+  h.add("low", 8, 4, 0);
+  while (h.clock().now_ns() < run_ms * 1'000'000) {
+    h.add("high" + std::to_string(next_high++), 8, 4, 3);  // one per 10 ms step, 2 slots x 4 steps
+    h.step();
+  }
+  return h.timeline();
+}
+
+TEST(PriorityScheduling, LowestLevelStarvesWithoutABound) {
+  const Timeline t = overload({{"aging_ms", 0.0}, {"max_wait_ms", 1e9}}, 3000);
+  EXPECT_EQ(t.first_scheduled_ns.count("low"), 0u);
+}
+
+TEST(PriorityScheduling, MaxWaitAdmitsTheLowestLevelWithinItsBound) {
+  const Timeline t = overload({{"aging_ms", 0.0}, {"max_wait_ms_low", 500.0}}, 3000);
+  ASSERT_EQ(t.first_scheduled_ns.count("low"), 1u);
+  const int64_t waited_ns = t.first_scheduled_ns.at("low") - t.arrival_ns.at("low");
+  // Its bound, plus at most the time for a slot to free (a 4-token request: 4 steps).
+  EXPECT_GE(waited_ns, 500'000'000);
+  EXPECT_LE(waited_ns, 500'000'000 + 4 * kStepNs);
+  EXPECT_EQ(t.finished_ns.count("low"), 1u);
+}
+
+TEST(PriorityScheduling, AgingAdmitsTheLowestLevelOnceItCatchesUp) {
+  // 4 levels, one level per 200 ms: after 600 ms the low request ranks with fresh critical
+  // ones and, being older, goes first.
+  const Timeline t = overload({{"aging_ms", 200.0}, {"max_wait_ms", 1e9}}, 3000);
+  ASSERT_EQ(t.first_scheduled_ns.count("low"), 1u);
+  const int64_t waited_ns = t.first_scheduled_ns.at("low") - t.arrival_ns.at("low");
+  EXPECT_GE(waited_ns, 600'000'000);
+  EXPECT_LE(waited_ns, 600'000'000 + 4 * kStepNs);
+}
+
+TEST(PriorityScheduling, PreemptsForMoreImportantWhenMaxNumSeqsIsFull) {
+  SchedHarness h(config(2), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  h.add("low-a", 8, 20, 0);
+  h.add("low-b", 8, 20, 0);
+  h.step();
+  ASSERT_TRUE(h.running("low-a") && h.running("low-b"));
+  h.add("low-c", 8, 20, 0);   // arrives later than low-b: must stay behind it
+  h.add("high", 8, 20, 2);
+  const auto plan = h.step();
+  EXPECT_TRUE(h.running("high"));
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  // The newest of the least important lost its slot...
+  EXPECT_TRUE(h.waiting("low-b"));
+  EXPECT_TRUE(h.running("low-a"));
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 1);
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 0);
+  // ...and kept its place: when a slot frees, it resumes before low-c, which came later.
+  while (!h.running("low-b")) {
+    ASSERT_FALSE(h.running("low-c"));
+    h.step();
+  }
+  EXPECT_TRUE(h.waiting("low-c"));
+}
+
+TEST(PriorityScheduling, PreemptsForMoreImportantWhenKvBlocksRunOut) {
+  // 16 blocks of 4 tokens; the two low requests hold 7 blocks each after their prefill.
+  SchedHarness h(config(8, 16), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  h.add("low-a", 27, 30, 0);
+  h.add("low-b", 27, 30, 0);
+  h.step();
+  ASSERT_TRUE(h.running("low-a") && h.running("low-b"));
+  EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 2);
+  h.add("high", 20, 4, 3);  // needs 5 blocks
+  const auto plan = h.step();
+  EXPECT_TRUE(h.running("high"));
+  EXPECT_EQ(plan.preempted.size(), 1u);
+  EXPECT_TRUE(h.waiting("low-b"));
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 1);
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 0);
+  while (h.scheduler().has_unfinished()) h.step();
+  EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 16);
+}
+
+TEST(PriorityScheduling, RecentlyAdmittedRequestsAreNotPreemptedAgain) {
+  SchedHarness h(config(1), build_optimizers({priority({{"min_run_ms", 100.0}})}), kStepNs);
+  h.add("low", 8, 50, 0);
+  h.step();
+  h.add("high", 8, 50, 3);
+  // The low request was admitted 10 ms ago: it keeps its slot until 100 ms have passed.
+  for (int i = 0; i < 9; ++i) {
+    h.step();
+    ASSERT_TRUE(h.running("low")) << "step " << i;
+  }
+  h.step();
+  EXPECT_TRUE(h.running("high"));
+  EXPECT_TRUE(h.waiting("low"));
+  EXPECT_GT(counter(queue_policy(h), "preemptions_refused_min_run"), 0);
+}
+
+TEST(PriorityScheduling, EqualLevelsNeverPreemptEachOther) {
+  SchedHarness h(config(1), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  h.add("first", 8, 5, 2);
+  h.step();
+  h.add("second", 8, 5, 2);
+  while (h.running("first")) h.step();
+  EXPECT_EQ(h.timeline().num_preempted, 0);
+}
+
+TEST(PriorityScheduling, VictimOnKvExhaustionIsTheLeastImportant) {
+  // Decodes grow until the pool runs dry mid-step: the baseline would drop the newest
+  // (the critical one); the priority victim policy drops the low one.
+  SchedHarness h(config(8, 16), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  h.add("low", 16, 40, 0);
+  h.step();
+  h.add("critical", 16, 40, 3);
+  while (h.timeline().num_preempted == 0 && h.scheduler().has_unfinished()) h.step();
+  EXPECT_TRUE(h.waiting("low"));
+  EXPECT_FALSE(h.waiting("critical"));
+  EXPECT_EQ(counter(*h.scheduler().policies().preempt, "preemptions_kv_exhausted"), 1);
+}
+
+}  // namespace
+}  // namespace optimate::testing

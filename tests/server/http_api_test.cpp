@@ -1,0 +1,259 @@
+// The HTTP front end end-to-end over loopback, against a scripted backend: framing, SSE
+// format, errors and limits, disconnects.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <thread>
+
+#include "core/clock.h"
+#include "fake_backend.h"
+#include "server/http_server.h"
+#include "server/serving_api.h"
+#include "test_client.h"
+
+namespace optimate::server {
+namespace {
+
+using testing::FakeBackend;
+using testing::TestClient;
+using Json = nlohmann::json;
+namespace http = boost::beast::http;
+
+struct Harness {
+  explicit Harness(std::string api_key = {}, int64_t max_queued = -1,
+                   PriorityOrder order = PriorityOrder::kHigherFirst)
+      : metrics(registry, "fake-model", 64), router(std::move(api_key)),
+        api(backend, registry, metrics, clock, {max_queued, order, "9.9.9"}),
+        server(options(), router) {
+    api.add_routes(router);
+    server.start();
+  }
+  static HttpOptions options() {
+    HttpOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.max_body_bytes = 1 << 20;
+    o.read_timeout_s = 0.5;
+    return o;
+  }
+  uint16_t port() const { return server.port(); }
+
+  FakeBackend backend;
+  SteadyClock clock;
+  metrics::Registry registry;
+  metrics::ServingMetrics metrics;
+  Router router;
+  ServingApi api;
+  HttpServer server;
+};
+
+std::string raw_post(const std::string& body) {
+  return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+std::vector<Json> sse_events(const std::string& body, bool* saw_done) {
+  std::vector<Json> events;
+  std::istringstream in(body);
+  std::string line;
+  *saw_done = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    EXPECT_EQ(line.rfind("data: ", 0), 0u) << line;
+    std::string payload = line.substr(6);
+    if (payload == "[DONE]") {
+      *saw_done = true;
+      continue;
+    }
+    EXPECT_FALSE(*saw_done) << "event after [DONE]";
+    events.push_back(Json::parse(payload));
+  }
+  return events;
+}
+
+TEST(HttpApi, CompletionNonStreaming) {
+  Harness h;
+  TestClient c(h.port());
+  auto r = c.post("/v1/completions", {{"model", "fake-model"}, {"prompt", "hi"}, {"max_tokens", 3}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json j = r.json();
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["choices"][0]["text"], "abc");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"], Json({{"prompt_tokens", 2}, {"completion_tokens", 3}, {"total_tokens", 5}}));
+  // Keep-alive: a second request on the same connection.
+  auto again = c.get("/v1/models");
+  ASSERT_EQ(again.status, 200);
+  EXPECT_EQ(again.json()["data"][0]["id"], "fake-model");
+  EXPECT_EQ(again.json()["data"][0]["max_model_len"], 64);
+}
+
+TEST(HttpApi, ChatStreamingFollowsTheSseContract) {
+  Harness h;
+  TestClient c(h.port());
+  auto r = c.post("/v1/chat/completions",
+                  {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                   {"max_tokens", 3}, {"n", 2}, {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.message[http::field::content_type], "text/event-stream; charset=utf-8");
+  bool done = false;
+  auto events = sse_events(r.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_FALSE(events.empty());
+  std::map<int, std::string> text;
+  std::map<int, int> chunks;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Json& e = events[i];
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    ASSERT_EQ(e["choices"].size(), 1u);
+    const Json& choice = e["choices"][0];
+    int index = choice["index"];
+    if (chunks[index]++ == 0) {
+      // The first chunk of a choice already carries text: no empty role-only chunk.
+      EXPECT_EQ(choice["delta"]["role"], "assistant");
+      EXPECT_FALSE(choice["delta"]["content"].get<std::string>().empty());
+    } else {
+      EXPECT_FALSE(choice["delta"].contains("role"));
+    }
+    if (choice["delta"].contains("content")) text[index] += choice["delta"]["content"];
+    EXPECT_FALSE(e.contains("usage"));
+  }
+  EXPECT_EQ(text[0], "abc");
+  EXPECT_EQ(text[1], "abc");
+  const Json& last = events.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(last["usage"]["prompt_tokens"], Json(std::string("user: hi\nassistant: ").size()));
+}
+
+TEST(HttpApi, ErrorsAreOpenAiJsonWithTheRightStatus) {
+  Harness h;
+  TestClient c(h.port());
+  auto bad_json = c.request(http::verb::post, "/v1/completions", "{\"prompt\": ");
+  EXPECT_EQ(bad_json.status, 400);
+  EXPECT_EQ(bad_json.json()["error"]["code"], 400);
+  EXPECT_EQ(bad_json.json()["error"]["type"], "BadRequestError");
+
+  auto wrong_type = c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "5"}});
+  EXPECT_EQ(wrong_type.status, 400);
+  EXPECT_EQ(wrong_type.json()["error"]["param"], "max_tokens");
+
+  auto unknown_model = c.post("/v1/completions", {{"model", "gpt-9"}, {"prompt", "x"}});
+  EXPECT_EQ(unknown_model.status, 404);
+  EXPECT_EQ(unknown_model.json()["error"]["message"], "The model `gpt-9` does not exist.");
+
+  auto too_long = c.post("/v1/completions", {{"prompt", "hello"}, {"max_tokens", 100}});
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(too_long.json()["error"]["message"],
+            "This model's maximum context length is 64 tokens. However, you requested 105 tokens "
+            "(5 in the messages, 100 in the completion). Please reduce the length of the messages "
+            "or completion.");
+
+  auto invalid_utf8 = c.request(http::verb::post, "/v1/completions", "{\"prompt\": \"\xff\xfe\"}");
+  EXPECT_EQ(invalid_utf8.status, 400);
+
+  EXPECT_EQ(c.get("/nope").status, 404);
+  EXPECT_EQ(c.get("/v1/completions").status, 405);
+  EXPECT_EQ(c.get("/health").status, 200);  // the connection survived all of the above
+}
+
+TEST(HttpApi, ApiKeyGuardsOnlyV1) {
+  Harness h("sekret");
+  TestClient c(h.port());
+  EXPECT_EQ(c.get("/v1/models").status, 401);
+  EXPECT_EQ(c.get("/v1/models", "wrong").status, 401);
+  EXPECT_EQ(c.get("/v1/models", "sekret").status, 200);
+  EXPECT_EQ(c.get("/health").status, 200);
+  EXPECT_EQ(c.get("/metrics").status, 200);
+}
+
+TEST(HttpApi, OversizedBodyGets413) {
+  Harness h;
+  TestClient c(h.port());
+  std::string big(2u << 20, 'x');
+  auto r = c.request(http::verb::post, "/v1/completions", "{\"prompt\": \"" + big + "\"}");
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(r.json()["error"]["code"], 413);
+}
+
+TEST(HttpApi, RequestThatNeverFinishesSendingGets408) {
+  Harness h;
+  TestClient c(h.port());
+  c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro");
+  auto r = c.read_reply();
+  EXPECT_EQ(r.status, 408);
+  EXPECT_TRUE(c.closed_by_server());
+}
+
+TEST(HttpApi, IdleConnectionIsClosedQuietly) {
+  Harness h;
+  TestClient c(h.port());
+  EXPECT_TRUE(c.closed_by_server());  // after read_timeout_s, without a response
+}
+
+TEST(HttpApi, FullQueueGets503WithRetryAfter) {
+  Harness h({}, /*max_queued=*/1);
+  h.backend.hold(true);
+  TestClient first(h.port());
+  first.send_raw(raw_post(R"({"prompt":"a","max_tokens":2})"));
+  while (h.backend.num_waiting() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  TestClient second(h.port());
+  auto r = second.post("/v1/completions", {{"prompt", "b"}});
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.message["Retry-After"], "1");
+  h.backend.hold(false);
+  EXPECT_EQ(first.read_reply().status, 200);
+}
+
+TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
+  Harness h;
+  h.backend.hold(true);  // stays queued: only the socket can tell us the client left
+  {
+    TestClient c(h.port());
+    c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20})"));
+    while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    c.close();
+  }
+  EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(5)));
+  EXPECT_EQ(h.backend.aborted_ids().size(), 1u);
+  EXPECT_EQ(h.server.active_exchanges(), 0);
+}
+
+TEST(HttpApi, LowerFirstPriorityIsNegatedForTheEngine) {
+  Harness h({}, -1, PriorityOrder::kLowerFirst);
+  TestClient c(h.port());
+  ASSERT_EQ(c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 1}, {"priority", -5}}).status, 200);
+  EXPECT_EQ(h.backend.last_priority(), 5);
+}
+
+TEST(HttpApi, MetricsEndpointServesPrometheusText) {
+  Harness h;
+  TestClient c(h.port());
+  ASSERT_EQ(c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}}).status, 200);
+  auto r = c.get("/metrics");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.message[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(r.body.find("vllm:request_success_total{finished_reason=\"length\",model_name=\"fake-model\"} 1.0\n"),
+            std::string::npos);
+  EXPECT_NE(r.body.find("vllm:time_to_first_token_seconds_count{model_name=\"fake-model\"} 1.0\n"),
+            std::string::npos);
+}
+
+TEST(HttpApi, DrainAnswersNewRequestsWith503AndFinishesRunningOnes) {
+  Harness h;
+  TestClient running(h.port());
+  running.send_raw(raw_post(R"({"prompt":"a","max_tokens":20})"));
+  TestClient other(h.port());
+  while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  h.server.begin_drain();
+  auto r = running.read_reply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.message[http::field::connection], "close");
+  EXPECT_EQ(r.json()["choices"][0]["text"].get<std::string>().size(), 20u);
+  EXPECT_TRUE(other.closed_by_server());
+}
+
+}  // namespace
+}  // namespace optimate::server
