@@ -22,8 +22,6 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, bool with_model) {
   app.add_option("--kv-cache-memory", f.kv_cache_memory,
                  "KV cache size on the CPU backend, e.g. 4GiB (default 1GiB)");
   app.add_option("--num-kv-blocks", f.num_kv_blocks, "KV cache size in blocks (overrides memory)");
-  app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
-                 "fraction of GPU memory for weights, activations and KV cache (default 0.9)");
   app.add_option("--scheduling-policy", f.scheduling_policy, "queue order: fcfs or an optimizer name");
   app.add_option("--seed", f.seed, "seed for requests that bring none");
   app.add_option("--num-threads", f.num_threads, "CPU backend threads (default: all cores)");
@@ -43,7 +41,6 @@ EngineConfig resolve_engine_config(const EngineFlags& f) {
   if (f.kv_cache_dtype) c.kv_cache_dtype = *f.kv_cache_dtype;
   if (f.kv_cache_memory) c.kv_cache_memory_bytes = parse_byte_size(*f.kv_cache_memory, "--kv-cache-memory");
   if (f.num_kv_blocks) c.num_kv_blocks = *f.num_kv_blocks;
-  if (f.gpu_memory_utilization) c.gpu_memory_utilization = *f.gpu_memory_utilization;
   if (f.scheduling_policy) c.scheduling_policy = *f.scheduling_policy;
   if (f.seed) {
     if (*f.seed < 0) fail(ErrorCode::kInvalidArgument, "--seed must be non-negative, got {}", *f.seed);

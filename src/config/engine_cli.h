@@ -26,7 +26,6 @@ struct EngineFlags {
   std::optional<std::string> kv_cache_dtype;
   std::optional<std::string> kv_cache_memory;  // a size: "4GiB"
   std::optional<int64_t> num_kv_blocks;
-  std::optional<double> gpu_memory_utilization;
   std::optional<std::string> scheduling_policy;
   std::optional<int64_t> seed;
   std::optional<int64_t> num_threads;

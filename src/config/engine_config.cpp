@@ -18,9 +18,6 @@ void EngineConfig::validate() const {
     bad("block-size", block_size, "a power of two in [1, 1024]");
   if (num_kv_blocks < 0) bad("num-kv-blocks", num_kv_blocks, "non-negative");
   if (kv_cache_memory_bytes < 0) bad("kv-cache-memory", kv_cache_memory_bytes, "non-negative");
-  if (!std::isfinite(gpu_memory_utilization) || gpu_memory_utilization <= 0.0 ||
-      gpu_memory_utilization > 1.0)
-    bad("gpu-memory-utilization", gpu_memory_utilization, "in (0, 1]");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "f32" && kv_cache_dtype != "float32" &&
       kv_cache_dtype != "bf16" && kv_cache_dtype != "bfloat16" && kv_cache_dtype != "int8" &&
       kv_cache_dtype != "int4")
@@ -76,7 +73,6 @@ std::string EngineConfig::to_toml() const {
      << "kv_cache_dtype = " << quote(kv_cache_dtype) << "\n"
      << "num_kv_blocks = " << num_kv_blocks << "\n"
      << "kv_cache_memory = " << kv_cache_memory_bytes << "\n"
-     << "gpu_memory_utilization = " << value_text(gpu_memory_utilization) << "\n"
      << "scheduling_policy = " << quote(scheduling_policy) << "\n"
      << "seed = " << seed << "\n"
      << "num_threads = " << num_threads << "\n";

@@ -20,11 +20,11 @@ struct EngineConfig {
   int64_t block_size = 16;
   bool enable_prefix_caching = true;
   std::string kv_cache_dtype = "auto";   // auto (the backend's), f32, bf16 (int8/int4 later)
-  // KV cache size: num_kv_blocks if set, else kv_cache_memory_bytes (CPU backend), else
-  // gpu_memory_utilization of the device (CUDA backend).
+  // KV cache size: num_kv_blocks if set, else kv_cache_memory_bytes. (The CUDA runner sizes
+  // its pool from a GPU memory share of its own; it is not behind the engine yet, so the engine
+  // takes no GPU setting rather than accept one it would ignore.)
   int64_t num_kv_blocks = 0;
   int64_t kv_cache_memory_bytes = int64_t{1} << 30;
-  double gpu_memory_utilization = 0.9;
   std::string scheduling_policy = "fcfs";  // the queue optimizer: fcfs, or a registered name
   uint64_t seed = 0;                       // seeds requests that bring none
   int64_t num_threads = 0;                 // CPU backend; 0 = all cores

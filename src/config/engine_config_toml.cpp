@@ -49,8 +49,7 @@ void read_engine_table(const toml::table& table, const std::string& source, Engi
     else if (key == "kv_cache_memory") {
       if (node.is_string()) c.kv_cache_memory_bytes = parse_byte_size(*node.value<std::string>(), where);
       else c.kv_cache_memory_bytes = get_int(node, source, where);
-    } else if (key == "gpu_memory_utilization") c.gpu_memory_utilization = get_double(node, source, where);
-    else if (key == "scheduling_policy") c.scheduling_policy = get_string(node, source, where);
+    } else if (key == "scheduling_policy") c.scheduling_policy = get_string(node, source, where);
     else if (key == "seed") {
       const int64_t seed = get_int(node, source, where);
       if (seed < 0) bad_key(source, where, "non-negative");

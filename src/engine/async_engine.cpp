@@ -148,11 +148,15 @@ void AsyncEngine::run() {
       if (engine_.has_unfinished()) outs = engine_.step();
     } catch (const Error& e) {
       spdlog::error("engine step failed: {}", e.what());
-      std::lock_guard lock(mu_);
-      for (auto& [id, stream] : streams_) stream->set_error(e.what(), e.code());
-      streams_.clear();
-      stopping_ = true;
-      failed_ = true;
+      decltype(streams_) failed;
+      {
+        std::lock_guard lock(mu_);
+        failed.swap(streams_);
+        stopping_ = true;
+        failed_ = true;
+      }
+      // Listeners run user code that may call back into this engine: never under mu_.
+      for (auto& [id, stream] : failed) stream->set_error(e.what(), e.code());
       return;
     }
     for (auto& out : outs) {

@@ -67,8 +67,6 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   c.block_size = 12;
   EXPECT_NE(error_of([&] { c.validate(); }).find("block-size"), std::string::npos);
   c = {};
-  c.gpu_memory_utilization = 1.5;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("gpu-memory-utilization"), std::string::npos);
   EXPECT_NE(error_of([] { parse_byte_size("4 parsecs", "--kv-cache-memory"); }).find("--kv-cache-memory"),
             std::string::npos);
   EXPECT_EQ(parse_byte_size("1.5GB", "x"), 1500000000);

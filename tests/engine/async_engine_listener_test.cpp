@@ -50,8 +50,8 @@ TEST(AsyncEngineListener, DeliversTheSameOutputsAsASynchronousEngine) {
   reference.add_request("r", std::vector<int32_t>{5, 6, 7}, greedy(6, 2));
   const Results expected = run_to_completion(reference);
 
+  Collected c;  // outlives the engine thread that fills it
   AsyncEngine engine(make_fake_engine());
-  Collected c;
   c.num_open = 2;
   auto stream = engine.submit("r", std::vector<int32_t>{5, 6, 7}, greedy(6, 2), {}, listener_for(c));
   ASSERT_EQ(c.done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
@@ -65,8 +65,8 @@ TEST(AsyncEngineListener, DeliversTheSameOutputsAsASynchronousEngine) {
 }
 
 TEST(AsyncEngineListener, ReportsRequestsTheEngineRefuses) {
-  AsyncEngine engine(make_fake_engine({.max_model_len = 8}));
   Collected c;
+  AsyncEngine engine(make_fake_engine({.max_model_len = 8}));
   engine.submit("long", std::vector<int32_t>(20, 3), greedy(4), {}, listener_for(c));
   ASSERT_EQ(c.done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
   std::lock_guard lock(c.mu);
@@ -74,20 +74,22 @@ TEST(AsyncEngineListener, ReportsRequestsTheEngineRefuses) {
 }
 
 TEST(AsyncEngineListener, StatsShowHeldBlocksUntilAbortFreesThem) {
-  AsyncEngine engine(make_fake_engine({.num_blocks = 64, .block_size = 4}));
+  // Everything the engine thread's callbacks touch is declared before the engine, so it
+  // outlives the thread even when an assertion ends the test early.
   std::mutex mu;
   std::vector<EngineStats> seen;
+  Collected c;
+  int64_t num_tokens = 0;
+  AsyncEngine engine(make_fake_engine({.num_blocks = 64, .block_size = 4}));
   engine.set_stats_listener([&](const EngineStats& s) {
     std::lock_guard lock(mu);
     seen.push_back(s);
   });
   // The abort is sent from the listener after the third token, so it reaches the engine long
   // before the request could end on its own, however the threads are scheduled.
-  Collected c;
   c.num_open = 1;
   RequestListener forward = listener_for(c);
-  int64_t num_tokens = 0;
-  RequestListener aborting{[&](RequestOutput out) {
+  RequestListener aborting{[&engine, &num_tokens, forward](RequestOutput out) {
                              num_tokens += static_cast<int64_t>(out.new_token_ids.size());
                              if (num_tokens >= 3 && !out.finished) engine.abort("r");
                              forward.on_output(std::move(out));
@@ -118,14 +120,14 @@ TEST(AsyncEngineListener, StatsShowHeldBlocksUntilAbortFreesThem) {
 
 TEST(AsyncEngineListener, WaitingRequestsAreCountedByPriority) {
   // A long first request keeps the only slot busy while the other two wait.
-  AsyncEngine engine(make_fake_engine({.num_blocks = 2048, .max_num_seqs = 1, .max_model_len = 8192}));
   std::mutex mu;
   std::vector<EngineStats> seen;
+  Collected a, b, d;
+  AsyncEngine engine(make_fake_engine({.num_blocks = 2048, .max_num_seqs = 1, .max_model_len = 8192}));
   engine.set_stats_listener([&](const EngineStats& s) {
     std::lock_guard lock(mu);
     seen.push_back(s);
   });
-  Collected a, b, d;
   a.num_open = b.num_open = d.num_open = 1;
   engine.submit("a", std::vector<int32_t>{1, 2}, greedy(8000), {.priority = 0}, listener_for(a));
   engine.submit("b", std::vector<int32_t>{1, 3}, greedy(8000), {.priority = 5}, listener_for(b));
