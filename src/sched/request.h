@@ -38,6 +38,7 @@ struct Request {
   int64_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
   int64_t num_preemptions = 0;
   int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
+  int64_t first_admitted_ns = -1;  // when it first entered the running set (-1: never)
   bool admitted_once = false;
   RequestStatus status = RequestStatus::kWaiting;
   // For n > 1: the sibling whose prompt KV this sequence shares instead of recomputing it.

@@ -44,6 +44,9 @@ struct RequestOutput {
   // vLLM's stop_reason: the stop token id or the stop string that ended the sequence.
   std::variant<std::monostate, int64_t, std::string> stop_reason;
   Usage usage;  // cumulative for this sequence
+  // Time from arrival to first admission into the running set, on the engine's clock
+  // (-1: not admitted yet). vLLM's request_queue_time.
+  int64_t queue_ns = -1;
 };
 
 }  // namespace optimate::sched

@@ -84,6 +84,7 @@ void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, St
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.seq_id));
     r.status = RequestStatus::kRunning;
     r.last_admitted_ns = view.now_ns;
+    if (r.first_admitted_ns < 0) r.first_admitted_ns = view.now_ns;
     running_.push_back(r.seq_id);
     pending.push_back({r.seq_id, num_new});
     budget -= num_new;

@@ -13,6 +13,7 @@ RequestOutput Scheduler::make_output(const Request& r) const {
   out.usage.prompt_tokens = r.num_prompt_tokens;
   out.usage.completion_tokens = r.num_output_tokens();
   out.usage.cached_tokens = r.num_cached_tokens;
+  if (r.first_admitted_ns >= 0) out.queue_ns = r.first_admitted_ns - r.arrival_ns;
   return out;
 }
 

@@ -56,6 +56,7 @@ struct EngineBackend::Live {
     g.text = std::move(out.text);
     g.num_new_tokens = static_cast<int64_t>(out.new_token_ids.size());
     g.num_prompt_tokens = num_prompt_tokens;
+    if (out.queue_ns >= 0) g.queue_s = static_cast<double>(out.queue_ns) * 1e-9;
     for (const sched::TokenLogprobs& lp : out.logprobs) {
       LogprobEntry e{token_text(lp.sampled.token_id), lp.sampled.logprob, {}};
       for (const sched::TokenLogprob& t : lp.top) e.top.emplace_back(token_text(t.token_id), t.logprob);

@@ -41,6 +41,7 @@ struct GenerationOutput {
   std::string finish_reason;  // "stop", "length" or "abort" once finished
   Json stop_reason;           // null, the stop token id or the stop string
   int64_t num_prompt_tokens = 0;
+  double queue_s = -1;  // arrival to first scheduling, once known (-1: not yet)
 };
 
 // Receives outputs on the engine's thread: must be quick and must not block.

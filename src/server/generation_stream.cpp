@@ -38,6 +38,7 @@ void GenerationStream::on_outputs(const std::vector<GenerationOutput>& outputs) 
     if (c.finished) continue;
     record_timing(out);
     c.num_tokens += out.num_new_tokens;
+    if (out.queue_s >= 0) c.queue_s = out.queue_s;
     if (out.finished) {
       c.finished = true;
       c.finish_reason = out.finish_reason;
@@ -110,6 +111,7 @@ void GenerationStream::complete() {
       f.max_tokens = settings_.max_tokens;
       f.n = settings_.n;
       f.e2e_s = e2e_s;
+      f.queue_s = c.queue_s;
       metrics_->record_finished(f);
     }
     // vLLM's TPOT: decode time over the tokens after the first.

@@ -49,6 +49,7 @@ class GenerationStream {
     std::string finish_reason;
     Json stop_reason;
     int64_t num_tokens = 0;
+    double queue_s = -1;
   };
 
   void stream_delta(Choice& choice, const GenerationOutput& out);

@@ -153,3 +153,11 @@ def test_full_queue_is_503_with_retry_after(guarded_server):
     assert r.status_code == 503
     assert int(r.headers["retry-after"]) >= 1
     assert r.json()["error"]["message"]
+
+
+def test_queue_time_histograms_count_finished_requests(client, server):
+    before = server.metric("vllm:request_queue_time_seconds_count")
+    before_priority = server.metric("optimate:request_queue_time_by_priority_seconds_count")
+    client.completions.create(model=MODEL_NAME, prompt="Once upon a time", max_tokens=2)
+    assert server.metric("vllm:request_queue_time_seconds_count") == before + 1
+    assert server.metric("optimate:request_queue_time_by_priority_seconds_count") == before_priority + 1
