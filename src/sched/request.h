@@ -39,7 +39,6 @@ struct Request {
   int64_t num_preemptions = 0;
   int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
   int64_t first_admitted_ns = -1;  // when it first entered the running set (-1: never)
-  bool admitted_once = false;
   RequestStatus status = RequestStatus::kWaiting;
   // For n > 1: the sibling whose prompt KV this sequence shares instead of recomputing it.
   std::optional<SeqId> fork_parent;

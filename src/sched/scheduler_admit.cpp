@@ -31,8 +31,7 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
   }
   if (!forked && kv_.pool().prefix_caching()) kv_.record_prefix_lookup(r.num_tokens(), computed);
   r.num_computed_tokens = computed;
-  if (!r.admitted_once) r.num_cached_tokens = computed;
-  r.admitted_once = true;
+  if (r.first_admitted_ns < 0) r.num_cached_tokens = computed;  // first admission only
   r.fork_parent.reset();
   return true;
 }

@@ -66,7 +66,6 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   EngineConfig c;
   c.block_size = 12;
   EXPECT_NE(error_of([&] { c.validate(); }).find("block-size"), std::string::npos);
-  c = {};
   EXPECT_NE(error_of([] { parse_byte_size("4 parsecs", "--kv-cache-memory"); }).find("--kv-cache-memory"),
             std::string::npos);
   EXPECT_EQ(parse_byte_size("1.5GB", "x"), 1500000000);
