@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU suite and the GPU benchmarks, for a machine with an NVIDIA GPU (CI has none and runs
-# scripts/test.sh). Builds only what the suite needs (core, model, the CUDA backend, its tests
-# and benchmarks), runs every GPU test, then the Llama-3-8B-shaped benchmark, and writes logs
+# scripts/test.sh). Builds the project (or, without the CPU stack's libraries, the GPU suite
+# alone), runs every GPU test, the Llama-3-8B-shaped benchmarks, `optimate serve` on the GPU
+# and the 1000-request offline throughput run, and writes logs
 # and results under the folder given:
 #   configure.log build.log   the build (with ptxas register/spill reports)
 #   test_cuda.log test_cuda.json   the kernel and runner tests (GoogleTest JSON)
@@ -9,9 +10,14 @@
 #   bench.json bench.log      the benchmark's figures and progress
 #   sampling.json sampling.log  fused vs unfused GPU sampling per step
 #   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
+#   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
+#   serve.log                 optimate serve --device cuda smoke test (scripts/gpu-serve-smoke.sh)
+#   offline/ offline.log      optimate bench, configs/workloads/offline-1000-h200.toml
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
+# OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
+#   tests engine bench sampling peer serve offline
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -23,24 +29,39 @@ export PATH=/usr/local/cuda/bin:$PATH
 summary=$out/summary.txt
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench sampling peer serve offline} " == *" $1 "* ]]; }
+test_status=0 engine_status=0 bench_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
 note "== configure"
+# The whole project (the engine and `optimate` too); a machine without the CPU stack's
+# libraries falls back to the GPU suite alone (core, model, the CUDA backend).
+full=1
 if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE_CUDA=ON \
-    -DOPTIMATE_GPU_SUITE_ONLY=ON -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
+    -DOPTIMATE_GPU_SUITE_ONLY=OFF -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
     >"$out/configure.log" 2>&1; then
-  note "configure FAILED (see configure.log)"
-  tail -20 "$out/configure.log"
-  exit 1
+  full=0
+  note "full configure failed (see configure.log); building the GPU suite alone"
+  rm -rf "$build"
+  if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE_CUDA=ON \
+      -DOPTIMATE_GPU_SUITE_ONLY=ON -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
+      >>"$out/configure.log" 2>&1; then
+    note "configure FAILED (see configure.log)"
+    tail -20 "$out/configure.log"
+    exit 1
+  fi
 fi
 note "== build"
-if ! cmake --build "$build" --target test_cuda cuda_decode_bench cuda_sampling_bench -j "$(nproc)" >"$out/build.log" 2>&1; then
+targets=(test_cuda cuda_decode_bench cuda_sampling_bench)
+[[ $full -eq 1 ]] && targets+=(test_cuda_engine optimate)
+if ! cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$out/build.log" 2>&1; then
   note "build FAILED (see build.log)"
   grep -E "error|Error" "$out/build.log" | head -30
   exit 1
 fi
 
+if want tests; then
 note "== transformers reference"
 e2e_layers=${OPTIMATE_HF_E2E_LAYERS:-2}
 if [[ $e2e_layers -gt 0 ]]; then
@@ -60,7 +81,15 @@ test_status=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/test_cuda.log" | tee -a "$summary"
 grep -E "Failure|expected|elements outside" "$out/test_cuda.log" | head -40
 grep -E "^HF e2e|GPU draws differ|CPU backend not built" "$out/test_cuda.log" | tee -a "$summary"
+fi
+if want engine && [[ $full -eq 1 ]]; then
+  "$build/tests/test_cuda_engine" --gtest_output="json:$out/test_cuda_engine.json" >"$out/test_cuda_engine.log" 2>&1
+  engine_status=$?
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/test_cuda_engine.log" | tee -a "$summary"
+  grep -E "Failure|Expected|Which is" "$out/test_cuda_engine.log" | head -20
+fi
 
+if want bench; then
 note "== benchmark"
 "$build/cuda_decode_bench" --out "$out/bench.json" "$@" >"$out/bench.log" 2>&1
 bench_status=$?
@@ -88,6 +117,8 @@ for g in j.get("gemv_splits", []):
 for g in j.get("gemms", []):
     print(f"gemm {g['gemm']:8s} m={g['m']:<4} {g['path']:8s} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s {g['tflop_per_s']:6.1f} TFLOP/s")
 PY
+fi
+if want sampling && [[ -f "$out/bench.json" ]]; then
 note "== sampling benchmark"
 "$build/cuda_sampling_bench" --out "$out/sampling.json" >"$out/sampling.log" 2>&1
 sampling_status=$?
@@ -108,8 +139,8 @@ for e in samp["sampling"]:
               f"{100 * us / 1000 / ms:.2f}%, unfused {100 * base / 1000 / ms:.2f}%")
 PY
 
-peer_status=0
-if [[ -n "${OPTIMATE_HF_PEER:-}" ]]; then
+fi
+if want peer && [[ -n "${OPTIMATE_HF_PEER:-}" && -f "$out/bench.json" ]]; then
   note "== transformers peer"
   PYTHONUNBUFFERED=1 python3 "$OPTIMATE_HF_PEER" --modes bs1,batch --batch 64 --prompt-len 128 \
     --new-tokens 64 >"$out/peer.json" 2>"$out/peer.log"
@@ -126,5 +157,20 @@ for b in ours.get("batched_decode", []):
         print(f"ratio to transformers, batch 64 decode: {b['output_tokens_per_s'] / peer['batch64_out_tok_s']:.1f}x")
 PY
 fi
-note "tests exit $test_status, bench exit $bench_status, sampling exit $sampling_status, peer exit $peer_status"
-[[ $test_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 ]]
+if want serve && [[ $full -eq 1 ]]; then
+  note "== optimate serve on the GPU (Llama-3-8B shape, dummy weights)"
+  "$root/scripts/gpu-serve-smoke.sh" "$build/optimate" >"$out/serve.log" 2>&1
+  serve_status=$?
+  tail -3 "$out/serve.log" | tee -a "$summary"
+fi
+if want offline && [[ $full -eq 1 ]]; then
+  note "== offline throughput: 1000 requests (optimate bench)"
+  (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
+     --compare h200-throughput --backend cuda --out "$out/offline" ${OPTIMATE_OFFLINE_SETS:-}) \
+     >"$out/offline.log" 2>&1
+  offline_status=$?
+  grep -E "^\|" "$out/offline.log" | head -8 | tee -a "$summary"
+  tail -3 "$out/offline.log"
+fi
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status"
+[[ $test_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]

@@ -1,5 +1,6 @@
 // `optimate bench`: run one workload against several configurations (or a sweep of one knob)
-// in-process, on the CPU model or the simulated backend, and write the comparison report.
+// in-process, on the real model (CPU or CUDA) or the simulated backend, and write the
+// comparison report.
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -97,8 +98,8 @@ void run_bench(const BenchOptions& o) {
     fail(ErrorCode::kUnsupported, "--url (benchmarking a live HTTP server) is not built yet; use --backend cpu|sim");
   if (o.calibrate)
     fail(ErrorCode::kUnsupported, "--calibrate is not built yet; edit a profile in profiles/ by hand");
-  if (o.backend != "cpu" && o.backend != "sim")
-    fail(ErrorCode::kInvalidArgument, "--backend must be cpu or sim, got '{}'", o.backend);
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "sim")
+    fail(ErrorCode::kInvalidArgument, "--backend must be cpu, cuda or sim, got '{}'", o.backend);
   if (o.workload.empty()) fail(ErrorCode::kInvalidArgument, "--workload FILE is required");
 
   const std::vector<Variant> variants = plan_variants(o);
@@ -116,8 +117,9 @@ void run_bench(const BenchOptions& o) {
     EngineConfig base;
     bench::NamedConfig named = bench::load_named_config(v.config, v.engine_overrides, base);
     if (!o.model.empty()) named.config.model = o.model;
+    if (!profile) named.config.device = o.backend;
     bench::BuiltEngine target = profile ? bench::build_sim_engine(named.config, *profile, spec.token_id_max + 1)
-                                        : bench::build_cpu_engine(named.config);
+                                        : bench::build_engine(named.config);
     const std::string label = v.label.empty() ? named.label : v.label;
     bench::ProgressBar bar(label);
     bench::RunResult run = bench::run_in_process(
@@ -143,7 +145,7 @@ void add_bench_command(CLI::App& app) {
                   "names in configs/ or TOML paths")->capture_default_str();
   cmd->add_option("--sweep", opts->sweep, "KEY=V1,V2,...: one run per value of an engine, optimizer "
                   "(NAME.option) or workload.* key");
-  cmd->add_option("--backend", opts->backend, "cpu (the real model) or sim (the cost model)")->capture_default_str();
+  cmd->add_option("--backend", opts->backend, "cpu or cuda (the real model) or sim (the cost model)")->capture_default_str();
   cmd->add_option("--profile", opts->profile, "cost profile JSON for --backend sim")->capture_default_str();
   cmd->add_option("--model", opts->model, "model file or folder (overrides engine.model)");
   cmd->add_option("--set", opts->sets, "KEY=VALUE applied to every configuration (workload.* to the workload)");

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "core/sampling_params.h"
 #include "model/model_config.h"
 
 namespace optimate {
@@ -21,6 +22,7 @@ struct KvCacheShape {
   int64_t block_size = 16;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  int64_t element_bits = 32;  // storage of one K or V value: 32 (fp32) or 16 (bf16)
 };
 
 // One sequence's part of a step: a prefill chunk (many tokens) or a decode (one token).
@@ -35,6 +37,13 @@ struct ForwardBatch {
   std::vector<SeqSlice> seqs;
 };
 
+// How to draw one logits row's token on the device (backend/cpu/sampler.h is the rule).
+struct SampleSpec {
+  const SamplingParams* params = nullptr;
+  uint64_t seed = 0;
+  int64_t output_index = 0;  // tokens the sequence generated before this one
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -43,6 +52,14 @@ class ModelRunner {
   // Runs the batch, writes K/V of every token into the cache, and fills `logits` with one row
   // of config().vocab_size floats per slice with want_logits, in slice order.
   virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+  // Backends that sample on the device run the batch and draw one token per logits row (rows
+  // in slice order, one spec each), so no logits cross to the host. The engine calls it only
+  // for rows without penalties, suppressed ids or logprobs. False, having run nothing, when
+  // the backend cannot; the engine then calls forward and samples on the host.
+  virtual bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                              std::vector<int32_t>& token_ids) {
+    return false;
+  }
 };
 
 }  // namespace optimate

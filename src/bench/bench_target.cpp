@@ -6,12 +6,9 @@
 
 #include <toml++/toml.h>
 
-#include "backend/cpu/cpu_model_runner.h"
 #include "bench/sim_runner.h"
 #include "bench/toml_override.h"
 #include "core/error.h"
-#include "kv/kv_precision.h"
-#include "model/weights.h"
 
 namespace optimate::bench {
 namespace {
@@ -81,29 +78,15 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, in
   return b;
 }
 
-BuiltEngine build_cpu_engine(EngineConfig config) {
-  // The sizing create_optimized_engine does, with the runner wrapped so steps can be observed.
-  config.validate();
-  if (config.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model or engine.model)");
-  LoadedModel model = load_model(config.model);
-  const ModelConfig& mc = model.config;
-  if (config.max_model_len == 0) config.max_model_len = mc.max_position_embeddings;
-  if (config.num_kv_blocks == 0)
-    config.num_kv_blocks = kv::num_blocks_for_memory(config.kv_cache_memory_bytes, mc.num_layers, mc.num_kv_heads,
-                                                     mc.head_dim, config.block_size, kv::KvPrecision::kF32);
-  cpu::CpuRunnerOptions options;
-  options.num_kv_blocks = config.num_kv_blocks;
-  options.block_size = config.block_size;
-  options.num_threads = static_cast<int>(config.num_threads);
+BuiltEngine build_engine(EngineConfig config) {
+  EngineParts parts = create_engine_parts(config);
   BuiltEngine b;
   b.clock = std::make_shared<SteadyClock>();
-  auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options), b.clock);
+  auto observed = std::make_unique<ObservedRunner>(std::move(parts.runner), b.clock);
   b.observer = observed.get();
-  EngineParts parts;
   parts.runner = std::move(observed);
   parts.clock = b.clock;
-  b.target = "cpu " + std::filesystem::path(config.model).filename().string();
+  b.target = parts.description;
   b.engine = std::make_unique<Engine>(std::move(config), std::move(parts));
   return b;
 }

@@ -1,5 +1,5 @@
 // A configuration to benchmark in-process: an engine configuration (configs/*.toml) with
-// overrides, and the backend to build it on, the real CPU model or the simulated one.
+// overrides, and the backend to build it on: the real model (CPU or CUDA) or the simulated one.
 #pragma once
 
 #include <memory>
@@ -38,7 +38,7 @@ struct BuiltEngine {
 
 // The simulated backend: `profile`'s KV capacity and block size replace the config's.
 BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, int64_t logits_vocab_size);
-// The real model from config.model on the CPU backend.
-BuiltEngine build_cpu_engine(EngineConfig config);
+// The real model from config.model on the backend config.device picks (create_engine_parts).
+BuiltEngine build_engine(EngineConfig config);
 
 }  // namespace optimate::bench

@@ -28,15 +28,26 @@ class ObservedRunner final : public ModelRunner {
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
     const int64_t start = clock_->now_ns();
     inner_->forward(batch, logits);
-    last_.duration_s = static_cast<double>(clock_->now_ns() - start) * 1e-9;
+    observe(batch, start);
+  }
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override {
+    const int64_t start = clock_->now_ns();
+    if (!inner_->forward_sample(batch, rows, token_ids)) return false;
+    observe(batch, start);
+    return true;
+  }
+  const ForwardObservation& last() const { return last_; }
+
+ private:
+  void observe(const ForwardBatch& batch, int64_t start_ns) {
+    last_.duration_s = static_cast<double>(clock_->now_ns() - start_ns) * 1e-9;
     last_.batch_size = static_cast<int64_t>(batch.seqs.size());
     last_.num_tokens = 0;
     for (const SeqSlice& s : batch.seqs) last_.num_tokens += static_cast<int64_t>(s.token_ids.size());
     ++last_.count;
   }
-  const ForwardObservation& last() const { return last_; }
 
- private:
   std::unique_ptr<ModelRunner> inner_;
   std::shared_ptr<const Clock> clock_;
   ForwardObservation last_;

@@ -18,7 +18,8 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_.eos_token_ids.clear();
   kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
-               .head_dim = p.model.head_dim};
+               .head_dim = p.model.head_dim,
+               .element_bits = static_cast<int64_t>(std::llround(p.kv_bytes_per_element * 8))};
 }
 
 void SimModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {

@@ -9,6 +9,12 @@ namespace optimate {
 void add_engine_flags(CLI::App& app, EngineFlags& f, bool with_model) {
   app.add_option("--config", f.config_path, "TOML file with [engine] and [optimizers.NAME] tables");
   if (with_model) app.add_option("--model", f.model, "GGUF file or Hugging Face model directory");
+  app.add_option("--tokenizer", f.tokenizer, "tokenizer.json (or its directory) or GGUF file (default: the model's)");
+  app.add_option("--device", f.device, "auto (a GPU when present), cpu or cuda");
+  app.add_option("--load-format", f.load_format,
+                 "auto, gguf, safetensors, or dummy: seeded random weights of the model's shape (GPU)");
+  app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                 "share of the GPU's memory for weights, activations and KV cache (default 0.9)");
   app.add_option("--max-num-seqs", f.max_num_seqs, "most sequences in one step (default 256)");
   app.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
                  "token budget of one step, prefill chunks and decodes together (default 2048)");
@@ -33,6 +39,10 @@ EngineConfig resolve_engine_config(const EngineFlags& f) {
   EngineConfig c;
   if (!f.config_path.empty()) c = load_engine_config_file(f.config_path, c);
   if (f.model) c.model = *f.model;
+  if (f.tokenizer) c.tokenizer = *f.tokenizer;
+  if (f.device) c.device = *f.device;
+  if (f.load_format) c.load_format = *f.load_format;
+  if (f.gpu_memory_utilization) c.gpu_memory_utilization = *f.gpu_memory_utilization;
   if (f.max_num_seqs) c.max_num_seqs = *f.max_num_seqs;
   if (f.max_num_batched_tokens) c.max_num_batched_tokens = *f.max_num_batched_tokens;
   if (f.max_model_len) c.max_model_len = *f.max_model_len;

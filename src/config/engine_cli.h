@@ -18,6 +18,10 @@ namespace optimate {
 struct EngineFlags {
   std::string config_path;
   std::optional<std::string> model;
+  std::optional<std::string> tokenizer;
+  std::optional<std::string> device;
+  std::optional<std::string> load_format;
+  std::optional<double> gpu_memory_utilization;
   std::optional<int64_t> max_num_seqs;
   std::optional<int64_t> max_num_batched_tokens;
   std::optional<int64_t> max_model_len;

@@ -17,6 +17,11 @@ void EngineConfig::validate() const {
   if (block_size < 1 || block_size > 1024 || (block_size & (block_size - 1)) != 0)
     bad("block-size", block_size, "a power of two in [1, 1024]");
   if (num_kv_blocks < 0) bad("num-kv-blocks", num_kv_blocks, "non-negative");
+  if (device != "auto" && device != "cpu" && device != "cuda") bad("device", device, "auto, cpu or cuda");
+  if (load_format != "auto" && load_format != "gguf" && load_format != "safetensors" && load_format != "dummy")
+    bad("load-format", load_format, "auto, gguf, safetensors or dummy");
+  if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+    bad("gpu-memory-utilization", gpu_memory_utilization, "in (0, 1]");
   if (kv_cache_memory_bytes < 0) bad("kv-cache-memory", kv_cache_memory_bytes, "non-negative");
   if (kv_cache_dtype != "auto" && kv_cache_dtype != "f32" && kv_cache_dtype != "float32" &&
       kv_cache_dtype != "bf16" && kv_cache_dtype != "bfloat16" && kv_cache_dtype != "int8" &&
@@ -65,6 +70,9 @@ std::string EngineConfig::to_toml() const {
   std::ostringstream os;
   os << "[engine]\n"
      << "model = " << quote(model) << "\n"
+     << "tokenizer = " << quote(tokenizer) << "\n"
+     << "device = " << quote(device) << "\n"
+     << "load_format = " << quote(load_format) << "\n"
      << "max_num_seqs = " << max_num_seqs << "\n"
      << "max_num_batched_tokens = " << max_num_batched_tokens << "\n"
      << "max_model_len = " << max_model_len << "\n"
@@ -73,6 +81,7 @@ std::string EngineConfig::to_toml() const {
      << "kv_cache_dtype = " << quote(kv_cache_dtype) << "\n"
      << "num_kv_blocks = " << num_kv_blocks << "\n"
      << "kv_cache_memory = " << kv_cache_memory_bytes << "\n"
+     << "gpu_memory_utilization = " << value_text(gpu_memory_utilization) << "\n"
      << "scheduling_policy = " << quote(scheduling_policy) << "\n"
      << "seed = " << seed << "\n"
      << "num_threads = " << num_threads << "\n";

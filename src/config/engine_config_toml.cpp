@@ -39,6 +39,10 @@ void read_engine_table(const toml::table& table, const std::string& source, Engi
     const std::string key(k.str());
     const std::string where = "engine." + key;
     if (key == "model") c.model = get_string(node, source, where);
+    else if (key == "tokenizer") c.tokenizer = get_string(node, source, where);
+    else if (key == "device") c.device = get_string(node, source, where);
+    else if (key == "load_format") c.load_format = get_string(node, source, where);
+    else if (key == "gpu_memory_utilization") c.gpu_memory_utilization = get_double(node, source, where);
     else if (key == "max_num_seqs") c.max_num_seqs = get_int(node, source, where);
     else if (key == "max_num_batched_tokens") c.max_num_batched_tokens = get_int(node, source, where);
     else if (key == "max_model_len") c.max_model_len = get_int(node, source, where);

@@ -1,23 +1,61 @@
-// create_optimized_engine: model loading, KV sizing and backend choice for the common case.
+// create_optimized_engine: model loading, backend choice and KV sizing for the common case.
+#include <filesystem>
+
 #include "backend/cpu/cpu_model_runner.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/engine.h"
 #include "engine/tokenizer_codec.h"
 #include "kv/kv_precision.h"
 #include "model/weights.h"
+#if OPTIMATE_HAVE_CUDA
+#include "backend/cuda/cuda_model_runner.h"
+#endif
 
 namespace optimate {
+namespace {
 
-Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optimizers) {
-  for (auto& spec : optimizers) {
-    std::erase_if(args.optimizers, [&](const OptimizerSpec& o) { return o.name == spec.name; });
-    args.optimizers.push_back(std::move(spec));
+bool gpu_present() {
+#if OPTIMATE_HAVE_CUDA
+  return cuda::cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+std::string resolve_device(const EngineArgs& args) {
+  if (args.device == "cpu") return "cpu";
+  if (args.device == "cuda") {
+#if !OPTIMATE_HAVE_CUDA
+    fail(ErrorCode::kUnsupported, "--device cuda: this build has no CUDA backend (build with nvcc present)");
+#endif
+    if (!gpu_present()) fail(ErrorCode::kNotFound, "--device cuda: no CUDA GPU is visible");
+    return "cuda";
   }
-  args.validate();
-  if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
-  LoadedModel model = load_model(args.model);
+  return gpu_present() ? "cuda" : "cpu";
+}
+
+LoadFormat file_format(const std::string& name) {
+  if (name == "gguf") return LoadFormat::kGguf;
+  if (name == "safetensors") return LoadFormat::kSafetensors;
+  return LoadFormat::kAuto;
+}
+
+// --tokenizer, else the model's own; a dummy model's directory may come without one, and then
+// the engine takes token ids only.
+std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const LoadedModel& model, bool dummy) {
+  if (!args.tokenizer.empty()) return std::make_shared<TokenizerCodec>(Tokenizer::load(args.tokenizer));
+  try {
+    return std::make_shared<TokenizerCodec>(load_model_tokenizer(model));
+  } catch (const Error& e) {
+    if (!dummy || e.code() != ErrorCode::kNotFound) throw;
+    spdlog::warn("{}; the engine takes token ids only", e.what());
+    return nullptr;
+  }
+}
+
+std::unique_ptr<ModelRunner> make_cpu_runner(EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
-  if (args.max_model_len == 0) args.max_model_len = mc.max_position_embeddings;
   if (args.num_kv_blocks == 0)
     args.num_kv_blocks = kv::num_blocks_for_memory(args.kv_cache_memory_bytes, mc.num_layers,
                                                    mc.num_kv_heads, mc.head_dim, args.block_size,
@@ -26,9 +64,58 @@ Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optim
   options.num_kv_blocks = args.num_kv_blocks;
   options.block_size = args.block_size;
   options.num_threads = static_cast<int>(args.num_threads);
+  return std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
+}
+
+#if OPTIMATE_HAVE_CUDA
+std::unique_ptr<ModelRunner> make_cuda_runner(EngineArgs& args, const LoadedModel& model, bool dummy) {
+  cuda::CudaRunnerOptions options;
+  options.gpu_memory_utilization = args.gpu_memory_utilization;
+  options.block_size = args.block_size;
+  options.max_num_batched_tokens = args.max_num_batched_tokens;
+  options.max_num_seqs = args.max_num_seqs;
+  options.max_model_len = args.max_model_len;
+  options.num_kv_blocks = args.num_kv_blocks;
+  std::unique_ptr<cuda::CudaModelRunner> runner =
+      dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
+            : std::make_unique<cuda::CudaModelRunner>(model, options);
+  args.max_model_len = runner->max_model_len();
+  args.num_kv_blocks = runner->kv_shape().num_blocks;
+  return runner;
+}
+#endif
+
+}  // namespace
+
+EngineParts create_engine_parts(EngineArgs& args) {
+  args.validate();
+  if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
+  const std::string device = resolve_device(args);
+  const bool dummy = args.load_format == "dummy";
+  if (dummy && device != "cuda")
+    fail(ErrorCode::kUnsupported, "--load-format dummy needs the CUDA backend (device is {})", device);
+  const LoadedModel model = dummy ? load_model_header(args.model) : load_model(args.model, file_format(args.load_format));
+  if (args.max_model_len == 0 && device == "cpu") args.max_model_len = model.config.max_position_embeddings;
+
   EngineParts parts;
-  parts.codec = std::make_shared<TokenizerCodec>(load_model_tokenizer(model));
-  parts.runner = std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
+  parts.codec = model_codec(args, model, dummy);
+#if OPTIMATE_HAVE_CUDA
+  if (device == "cuda") parts.runner = make_cuda_runner(args, model, dummy);
+#endif
+  if (!parts.runner) parts.runner = make_cpu_runner(args, model);
+  parts.description = device + " " + std::filesystem::path(args.model).filename().string() +
+                      (dummy ? " (dummy weights)" : "");
+  spdlog::info("engine on {}: {} KV blocks of {} tokens, context {}", parts.description,
+               args.num_kv_blocks, args.block_size, args.max_model_len);
+  return parts;
+}
+
+Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optimizers) {
+  for (auto& spec : optimizers) {
+    std::erase_if(args.optimizers, [&](const OptimizerSpec& o) { return o.name == spec.name; });
+    args.optimizers.push_back(std::move(spec));
+  }
+  EngineParts parts = create_engine_parts(args);
   return Engine(std::move(args), std::move(parts));
 }
 

@@ -25,11 +25,15 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   if (c.num_kv_blocks != 0 && c.num_kv_blocks != shape.num_blocks)
     fail(ErrorCode::kInvalidArgument, "num-kv-blocks {} differs from the runner's KV cache ({})",
          c.num_kv_blocks, shape.num_blocks);
-  // Every backend stores K/V in fp32 today; other tags come with KV quantization.
-  const kv::KvPrecision precision = kv::parse_kv_precision(c.kv_cache_dtype, kv::KvPrecision::kF32);
-  if (precision != kv::KvPrecision::kF32)
-    fail(ErrorCode::kUnsupported, "kv-cache-dtype {} is not supported by this backend (f32 only)",
-         c.kv_cache_dtype);
+  // The cache stores what the runner stores; other tags come with KV quantization.
+  if (shape.element_bits != 32 && shape.element_bits != 16)
+    fail(ErrorCode::kUnsupported, "the runner's KV cache stores {}-bit values (32 or 16 supported)",
+         shape.element_bits);
+  const kv::KvPrecision stored = shape.element_bits == 32 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
+  const kv::KvPrecision precision = kv::parse_kv_precision(c.kv_cache_dtype, stored);
+  if (precision != stored)
+    fail(ErrorCode::kUnsupported, "kv-cache-dtype {} is not supported by this backend ({} only)",
+         c.kv_cache_dtype, kv::kv_precision_name(stored));
   sched::SchedulerConfig s;
   s.max_num_seqs = c.max_num_seqs;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
@@ -165,6 +169,35 @@ void Engine::tick_controller() {
   }
 }
 
+namespace {
+
+// Rows the device samplers cannot draw: penalties and logprobs need the whole row on the host,
+// and below min_tokens the ending tokens are suppressed.
+bool needs_host_sampling(const sched::Request& r) {
+  const SamplingParams& p = *r.params;
+  return p.logprobs.has_value() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f || r.num_output_tokens() < p.min_tokens;
+}
+
+}  // namespace
+
+bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
+                              sched::StepResult& result) {
+  specs_.clear();
+  for (const sched::ScheduledSeq& s : plan.seqs) {
+    if (!s.want_logits) continue;
+    const sched::Request& r = *scheduler_->find(s.seq_id);
+    if (needs_host_sampling(r)) return false;
+    specs_.push_back({r.params.get(), r.seed, r.num_output_tokens()});
+  }
+  if (!runner_->forward_sample(batch, specs_, device_tokens_)) return false;
+  OPTIMATE_CHECK(device_tokens_.size() == specs_.size(), "runner sampled {} tokens for {} rows",
+                 device_tokens_.size(), specs_.size());
+  result.tokens.resize(specs_.size());
+  for (size_t i = 0; i < specs_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
+  return true;
+}
+
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
   const int64_t vocab = runner_->config().vocab_size;
   rows_.clear();
@@ -229,9 +262,11 @@ std::vector<RequestOutput> Engine::step() {
   batch.seqs.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)
     batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits});
-  runner_->forward(batch, logits_);
   sched::StepResult result;
-  sample(plan, result);
+  if (!sample_on_device(plan, batch, result)) {
+    runner_->forward(batch, logits_);
+    sample(plan, result);
+  }
   for (RequestOutput& o : scheduler_->update(plan, result)) {
     if (outputs_->process(o))
       scheduler_->finish_sequence(o.request_id, o.index, FinishReason::kStop, o.stop_reason);

@@ -36,6 +36,7 @@ struct EngineParts {
   std::shared_ptr<const TextCodec> codec;  // null: token ids only (text prompts, stop strings refused)
   std::shared_ptr<const Clock> clock;      // null: the steady clock
   optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
+  std::string description;                 // the backend and model, for logs and reports
 };
 
 class Engine {
@@ -77,6 +78,10 @@ class Engine {
   void apply_policies();
   void tick_controller();
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
+  // Runs the step on a runner that samples on the device; false (nothing run) when a row
+  // needs the host sampler or the runner cannot.
+  bool sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
+                        sched::StepResult& result);
 
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;
@@ -91,15 +96,21 @@ class Engine {
   std::vector<float> logits_;
   std::vector<cpu::SampleInput> rows_;
   std::vector<cpu::SampleOutput> samples_;
+  std::vector<SampleSpec> specs_;
+  std::vector<int32_t> device_tokens_;
   std::vector<std::vector<int32_t>> suppressed_;
   uint64_t next_seed_ = 0;
   int64_t next_tick_ns_ = 0;
   std::optional<int64_t> idle_until_ns_;
 };
 
-// Loads config.model on the CPU backend (the CUDA backend is selected when built) with the
-// baseline policies plus `optimizers`, and the model's own tokenizer, so text prompts, text
-// outputs and stop strings work.
+// Loads args.model (only its shape, for --load-format dummy) on the backend args.device
+// picks (auto: the GPU when one is present), with the model's own tokenizer, so text prompts,
+// text outputs and stop strings work. Fills the sizes the backend decided in args:
+// max_model_len and num_kv_blocks.
+EngineParts create_engine_parts(EngineArgs& args);
+
+// create_engine_parts, with the baseline policies plus `optimizers`.
 Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optimizers = {});
 
 }  // namespace optimate

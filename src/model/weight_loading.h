@@ -33,8 +33,9 @@ ModelWeights assemble_weights(const ModelConfig& config, const TensorSource& sou
                               const std::function<HostTensor(HostTensor)>& fix_q = {},
                               const std::function<HostTensor(HostTensor)>& fix_k = {});
 
-LoadedModel load_gguf_model(const std::string& path);
-LoadedModel load_hf_model(const std::string& dir);
+// with_weights false: the configuration and metadata only (load_model_header).
+LoadedModel load_gguf_model(const std::string& path, bool with_weights = true);
+LoadedModel load_hf_model(const std::string& dir, bool with_weights = true);
 
 // Reorders the rows of a Q or K projection stored for interleaved rotary (llama.cpp's
 // converter) into the rotate-half order of Hugging Face. Quantized rows move whole, so the

@@ -102,7 +102,9 @@ HostTensor unpermute_rotary_rows(const HostTensor& t, int64_t num_heads) {
   return out;
 }
 
-LoadedModel load_model(const std::string& path, LoadFormat format) {
+namespace {
+
+LoadedModel load(const std::string& path, LoadFormat format, bool with_weights) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) fail(ErrorCode::kNotFound, "model '{}' does not exist", path);
@@ -110,9 +112,9 @@ LoadedModel load_model(const std::string& path, LoadFormat format) {
   if (fs::is_directory(status)) {
     const bool has_config = fs::exists(fs::path(path) / "config.json");
     if (format == LoadFormat::kGguf || (format == LoadFormat::kAuto && !has_config)) {
-      model = load_gguf_model(single_gguf_in(path).string());
+      model = load_gguf_model(single_gguf_in(path).string(), with_weights);
     } else {
-      model = load_hf_model(path);
+      model = load_hf_model(path, with_weights);
     }
   } else {
     const fs::path p(path);
@@ -120,10 +122,18 @@ LoadedModel load_model(const std::string& path, LoadFormat format) {
                              (format == LoadFormat::kAuto && (p.extension() == ".safetensors" ||
                                                               p.filename() == "config.json"));
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-    model = safetensors ? load_hf_model(dir.string()) : load_gguf_model(path);
+    model = safetensors ? load_hf_model(dir.string(), with_weights) : load_gguf_model(path, with_weights);
   }
   model.path = path;
   return model;
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, LoadFormat format) { return load(path, format, true); }
+
+LoadedModel load_model_header(const std::string& path, LoadFormat format) {
+  return load(path, format, false);
 }
 
 }  // namespace optimate

@@ -50,5 +50,8 @@ struct LoadedModel {
 // Every tensor's shape is checked against the config; a missing tensor, wrong shape or
 // unsupported architecture is an Error naming the file and tensor.
 LoadedModel load_model(const std::string& path, LoadFormat format = LoadFormat::kAuto);
+// The same model's configuration and metadata (GGUF key-values, the Hugging Face directory)
+// without reading a tensor: what random "dummy" weights of the model's shape need.
+LoadedModel load_model_header(const std::string& path, LoadFormat format = LoadFormat::kAuto);
 
 }  // namespace optimate

@@ -4,12 +4,13 @@
 
 namespace optimate {
 
-LoadedModel load_gguf_model(const std::string& path) {
+LoadedModel load_gguf_model(const std::string& path, bool with_weights) {
   LoadedModel model;
   model.gguf = GgufFile::open(path);
   const GgufFile& f = *model.gguf;
   model.config = model_config_from_gguf(f);
   const ModelConfig& c = model.config;
+  if (!with_weights) return model;
 
   TensorSource source;
   source.get = [&f](const std::string& name) -> std::optional<HostTensor> {

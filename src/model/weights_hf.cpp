@@ -74,11 +74,12 @@ Shards open_shards(const fs::path& dir) {
 
 }  // namespace
 
-LoadedModel load_hf_model(const std::string& dir) {
+LoadedModel load_hf_model(const std::string& dir, bool with_weights) {
   LoadedModel model;
   model.hf_dir = dir;
   const fs::path config_path = fs::path(dir) / "config.json";
   model.config = model_config_from_hf_json(read_json(config_path), "'" + config_path.string() + "'");
+  if (!with_weights) return model;
 
   const Shards shards = open_shards(dir);
   TensorSource source;

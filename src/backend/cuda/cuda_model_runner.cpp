@@ -62,24 +62,46 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   return b;
 }
 
-CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
-    : state_(std::make_unique<State>()) {
+namespace {
+
+// Fails on memory before gigabytes of weights are copied or generated.
+void check_memory_fits(const ModelConfig& c, const CudaRunnerOptions& options) {
   OPTIMATE_CUDA_CHECK(cudaSetDevice(options.device));
-  check_supported(model.config);
-  // Fail on memory before copying gigabytes of weights.
+  check_supported(c);
   size_t free_b = 0, total_b = 0;
   OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   int sms = 0;
   OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, options.device));
-  const int64_t len = resolve_max_model_len(model.config, options);
-  const int64_t kv_block_bytes = model.config.num_layers * 2 * model.config.num_kv_heads *
-                                 options.block_size * model.config.head_dim * 2;
+  const int64_t len = resolve_max_model_len(c, options);
+  const int64_t kv_block_bytes = c.num_layers * 2 * c.num_kv_heads * options.block_size * c.head_dim * 2;
   plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), false,
-               options.gpu_memory_utilization, cuda_weight_bytes(model.config),
-               runner_activation_bytes(model.config, options, sms, len), kv_block_bytes,
+               options.gpu_memory_utilization, cuda_weight_bytes(c),
+               runner_activation_bytes(c, options, sms, len), kv_block_bytes,
                (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+}
+
+}  // namespace
+
+CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
+    : state_(std::make_unique<State>()) {
+  check_memory_fits(model.config, options);
   CudaModelRunner tmp(upload_weights(model), options);
   state_ = std::move(tmp.state_);
+}
+
+std::unique_ptr<CudaModelRunner> CudaModelRunner::with_dummy_weights(const ModelConfig& config, uint64_t seed,
+                                                                     const CudaRunnerOptions& options) {
+  check_memory_fits(config, options);
+  return std::make_unique<CudaModelRunner>(make_dummy_weights(config, seed), options);
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
 }
 
 CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options)
@@ -108,7 +130,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
                          (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
-  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim};
+  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim, 16};
   st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * st.plan.num_kv_blocks * c.num_kv_heads *
                                          options.block_size * c.head_dim));
 
@@ -142,6 +164,9 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   OPTIMATE_CUDA_CHECK(cudaMemset(st.attn_split_counters.get(), 0, st.attn_split_counters.bytes()));
   st.logits.resize(S * c.vocab_size);
   st.greedy.resize(S);
+  st.sampled.resize(S);
+  st.sample_rows.resize(S);
+  OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.sample_staging, S * sizeof(GpuSampleRow)));
 
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
@@ -152,6 +177,7 @@ CudaModelRunner::~CudaModelRunner() {
   for (auto& [bucket, exec] : state_->graphs) cudaGraphExecDestroy(exec);
   if (state_->stream) cudaStreamDestroy(state_->stream);
   if (state_->staging) cudaFreeHost(state_->staging);
+  if (state_->sample_staging) cudaFreeHost(state_->sample_staging);
 }
 
 const ModelConfig& CudaModelRunner::config() const { return state_->config; }
@@ -174,9 +200,10 @@ namespace {
 // Runs one step on the GPU; leaves the logits and greedy ids of its rows in the state's buffers
 // and returns the number of logits rows that belong to real slices.
 int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
+  const int64_t bucket = graph_bucket(static_cast<int64_t>(batch.seqs.size()));
   const bool graph = st.options.cuda_graphs && is_uniform_decode(batch) &&
-                     graph_bucket(static_cast<int64_t>(batch.seqs.size())) <= st.options.max_num_seqs;
-  const int64_t pad_to = graph ? graph_bucket(static_cast<int64_t>(batch.seqs.size())) : 0;
+                     bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
+  const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
   for (const auto& [offset, count] : in.used) {
     if (count == 0) continue;
@@ -232,6 +259,36 @@ void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int3
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), st.greedy.get(), rows * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost, st.stream));
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+}
+
+bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                                     std::vector<int32_t>& token_ids) {
+  State& st = *state_;
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n > st.options.max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "{} rows to sample, the runner holds {}", n, st.options.max_num_seqs);
+  bool all_greedy = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const SampleSpec& r = rows[static_cast<size_t>(i)];
+    st.sample_staging[i] = make_sample_row(*r.params, r.seed, r.output_index);
+    all_greedy = all_greedy && st.sample_staging[i].greedy != 0;
+  }
+  const int64_t logits_rows = run_step(st, batch);
+  OPTIMATE_CHECK(logits_rows == n, "step has {} logits rows, {} sampling rows given", logits_rows, n);
+  token_ids.resize(static_cast<size_t>(n));
+  const int32_t* drawn = st.greedy.get();
+  if (!all_greedy && n > 0) {
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging, n * sizeof(GpuSampleRow),
+                                        cudaMemcpyHostToDevice, st.stream));
+    sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n,
+                      st.config.vocab_size, st.stream);
+    drawn = st.sampled.get();
+  }
+  if (n > 0)
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), drawn, n * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost, st.stream));
+  OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  return true;
 }
 
 }  // namespace optimate::cuda

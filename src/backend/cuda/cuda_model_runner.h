@@ -21,6 +21,9 @@ struct CudaRunnerOptions {
   int64_t max_model_len = 0;   // 0: the model's max_position_embeddings, at most 8192
   int64_t num_kv_blocks = 0;   // 0: as many as the memory plan allows
   bool cuda_graphs = true;     // capture and replay uniform decode steps per batch bucket
+  // Larger decode batches run eagerly: their launch gaps are a small share of a step, and a
+  // shrinking batch would otherwise capture a graph for every bucket on its way down.
+  int64_t max_graph_batch = 256;
   bool tensor_core_prefill = true;  // prefill chunks on the tiled tensor-core kernel
   // Steps of at most kGemvMaxRows tokens run RMSNorm, RoPE + KV write, SiLU*mul and the
   // residual adds inside the small-m GEMV (four weight-streaming launches per layer).
@@ -34,10 +37,18 @@ class CudaModelRunner final : public ModelRunner {
   // Takes weights already on the GPU (make_dummy_weights).
   CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options);
   ~CudaModelRunner() override;
+  // Seeded random weights of config's shape (make_dummy_weights), after checking that the
+  // weights, activations and one full-length sequence's KV fit the memory plan.
+  static std::unique_ptr<CudaModelRunner> with_dummy_weights(const ModelConfig& config, uint64_t seed,
+                                                             const CudaRunnerOptions& options);
 
   const ModelConfig& config() const override;
   const KvCacheShape& kv_shape() const override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  // Samples on the GPU: greedy rows take the argmax the step computes anyway; a batch with any
+  // other row goes through sample_rows_fused (sampling.h). Only token ids cross to the host.
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override;
 
   // Like forward, but returns the greedy token of each logits row (argmax on the GPU), so only
   // one int32 per row crosses back to the host.
@@ -57,5 +68,8 @@ class CudaModelRunner final : public ModelRunner {
  private:
   std::unique_ptr<State> state_;
 };
+
+// GPUs the CUDA runtime sees; 0 when there is none or no driver (never throws).
+int cuda_device_count();
 
 }  // namespace optimate::cuda

@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/sampling.h"
 #include "backend/cuda/step_inputs.h"
 
 namespace optimate::cuda {
@@ -45,6 +46,9 @@ struct CudaModelRunner::State {
   DeviceBuffer<int> attn_split_counters;  // [attn_workspace_rows, num_kv_heads], kept zero
   DeviceBuffer<float> logits;            // [max_num_seqs, vocab]
   DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
+  DeviceBuffer<int32_t> sampled;         // [max_num_seqs]: sample_rows_fused's draws
+  DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
+  GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows
   int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
 
   // Decode graphs by padded batch size.

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `optimate serve` on a GPU with Llama-3-8B-shaped random weights and the Llama 3 tokenizer
+# (models/llama3-tokenizer, from scripts/setup.sh): starts the server, checks a token-id
+# completion (plain and streamed, with usage), a chat completion, an over-long prompt refused
+# with 400, /metrics, and a clean SIGTERM. Usage: gpu-serve-smoke.sh OPTIMATE_BIN
+set -uo pipefail
+bin=${1:?usage: gpu-serve-smoke.sh OPTIMATE_BIN}
+root=$(cd "$(dirname "$0")/.." && pwd)
+port=${OPTIMATE_SMOKE_PORT:-8123}
+url=http://127.0.0.1:$port
+"$bin" serve --model "$root/configs/models/llama-3-8b" --load-format dummy --device cuda \
+  --tokenizer "$root/models/llama3-tokenizer" --served-model-name llama3-dummy --port "$port" \
+  --max-num-seqs 64 --max-model-len 4096 &
+pid=$!
+trap 'kill $pid 2>/dev/null' EXIT
+for _ in $(seq 1 120); do
+  curl -sf "$url/health" >/dev/null && break
+  kill -0 $pid 2>/dev/null || { echo "server exited during start-up"; exit 1; }
+  sleep 1
+done
+curl -sf "$url/health" >/dev/null || { echo "server not healthy after 120 s"; exit 1; }
+status=0
+check() { # name, expected HTTP status, curl args...
+  local name=$1 want=$2; shift 2
+  local got
+  got=$(curl -s -o /tmp/smoke_body -w '%{http_code}' "$@")
+  if [[ $got != "$want" ]]; then echo "FAIL $name: HTTP $got (want $want): $(head -c 300 /tmp/smoke_body)"; status=1
+  else echo "ok   $name"; fi
+}
+body='{"model":"llama3-dummy","prompt":[128000,791,6460,374],"max_tokens":16,"ignore_eos":true,"temperature":0}'
+check "completion with token ids" 200 -H 'Content-Type: application/json' -d "$body" "$url/v1/completions"
+python3 - /tmp/smoke_body <<'PY' || status=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+u = j["usage"]
+assert u["prompt_tokens"] == 4 and u["completion_tokens"] == 16, u
+print("ok   usage", u)
+PY
+stream='{"model":"llama3-dummy","prompt":[128000,791],"max_tokens":8,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true},"temperature":0.8,"top_p":0.9,"seed":5}'
+check "streamed sampled completion" 200 -H 'Content-Type: application/json' -d "$stream" "$url/v1/completions"
+grep -q '"completion_tokens":8' /tmp/smoke_body && grep -q '\[DONE\]' /tmp/smoke_body && echo "ok   stream usage and [DONE]" \
+  || { echo "FAIL stream: $(tail -c 300 /tmp/smoke_body)"; status=1; }
+check "chat completion" 200 -H 'Content-Type: application/json' \
+  -d '{"model":"llama3-dummy","messages":[{"role":"user","content":"hello"}],"max_tokens":4}' "$url/v1/chat/completions"
+long=$(python3 -c 'print(",".join(["791"] * 5000))')
+check "prompt past the context" 400 -H 'Content-Type: application/json' \
+  -d "{\"model\":\"llama3-dummy\",\"prompt\":[$long],\"max_tokens\":4}" "$url/v1/completions"
+check "metrics" 200 "$url/metrics"
+grep -q '^vllm:num_requests_running' /tmp/smoke_body || { echo "FAIL metrics lack vllm:num_requests_running"; status=1; }
+kill -TERM $pid
+wait $pid
+rc=$?
+trap - EXIT
+[[ $rc -eq 0 ]] && echo "ok   SIGTERM exit 0" || { echo "FAIL server exit $rc"; status=1; }
+echo "serve smoke: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
+exit $status
