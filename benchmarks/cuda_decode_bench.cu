@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/gemm.h"
+#include "cuda_breakdown_bench.h"
 #include "cuda_gemv_bench.h"
 
 using namespace optimate;
@@ -134,9 +135,8 @@ Seqs make_seqs(int64_t batch, int64_t prompt_len, int64_t max_len, int64_t block
   return s;
 }
 
-// Prefills every sequence (in steps that fit the token budget), then times `steps` greedy
-// decode steps of the whole batch. Returns output tokens per second.
-double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_t max_tokens) {
+// Prefills every sequence, in steps that fit the token budget.
+void prefill_all(CudaModelRunner& runner, Seqs& s, int64_t max_tokens) {
   const int64_t batch = s.tokens.size();
   ForwardBatch step;
   int64_t in_step = 0;
@@ -151,39 +151,46 @@ double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_
     in_step += s.tokens[i].size();
   }
   runner.forward(step, unused);
-  std::vector<int32_t> next(batch, 1), out;
+}
+
+// `n` greedy decode steps of the whole batch, each token fed back.
+void decode_steps(CudaModelRunner& runner, Seqs& s, int64_t n) {
+  const int64_t batch = s.tokens.size();
+  std::vector<int32_t> out;
   std::vector<std::vector<int32_t>> one(batch);
-  auto run = [&](int64_t n) {
-    for (int64_t k = 0; k < n; ++k) {
-      ForwardBatch d;
-      for (int64_t i = 0; i < batch; ++i) {
-        one[i] = {next[i]};
-        d.seqs.push_back({one[i], int64_t(s.tokens[i].size()), s.tables[i], true});
-      }
-      runner.forward_greedy(d, out);
-      for (int64_t i = 0; i < batch; ++i) {
-        s.tokens[i].push_back(next[i]);
-        next[i] = out[i];
-      }
+  for (int64_t k = 0; k < n; ++k) {
+    ForwardBatch d;
+    for (int64_t i = 0; i < batch; ++i) {
+      one[i] = {s.tokens[i].back()};
+      d.seqs.push_back({one[i], int64_t(s.tokens[i].size()) - 1, s.tables[i], true});
     }
-  };
-  run(3);  // capture and warm up
+    runner.forward_greedy(d, out);
+    for (int64_t i = 0; i < batch; ++i) s.tokens[i].push_back(out[i]);
+  }
+}
+
+// Prefills every sequence, then times `steps` greedy decode steps of the whole batch. Returns
+// output tokens per second.
+double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_t max_tokens) {
+  prefill_all(runner, s, max_tokens);
+  // The last prompt token's KV is rewritten by the first decode step, which feeds it again.
+  decode_steps(runner, s, 3);  // capture and warm up
   const auto t0 = Clock::now();
-  run(steps);
-  return batch * steps / seconds_since(t0);
+  decode_steps(runner, s, steps);
+  return s.tokens.size() * steps / seconds_since(t0);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t layers = 32, decode_steps = 128, prompt_len = 256, prefill_len = 2048;
-  std::vector<int64_t> batches = {64, 256};
+  int64_t layers = 32, num_decode_steps = 128, prompt_len = 256, prefill_len = 2048;
+  std::vector<int64_t> batches = {64, 256, 1024};
   std::string out_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--out") out_path = argv[i + 1];
     else if (a == "--layers") layers = std::stoll(argv[i + 1]);
-    else if (a == "--decode-steps") decode_steps = std::stoll(argv[i + 1]);
+    else if (a == "--decode-steps") num_decode_steps = std::stoll(argv[i + 1]);
     else if (a == "--prompt-len") prompt_len = std::stoll(argv[i + 1]);
     else if (a == "--batches") {
       batches.clear();
@@ -219,7 +226,7 @@ int main(int argc, char** argv) {
     j["dummy_weights_s"] = seconds_since(t_load);
     j["weight_bytes"] = weight_bytes;
     CudaRunnerOptions o;
-    o.max_num_seqs = 256;
+    o.max_num_seqs = 1024;
     o.max_num_batched_tokens = 8192;
     o.max_model_len = 4096;
     CudaModelRunner runner(std::move(weights), o);
@@ -236,8 +243,8 @@ int main(int argc, char** argv) {
                              Variant{"batch1_eager", false, true, true}}) {
       runner.set_cuda_graphs(v.graphs);
       runner.set_launch_options(v.fused, v.pdl);
-      Seqs s = make_seqs(1, prompt_len, prompt_len + decode_steps + 16, bs, c.vocab_size);
-      const double tps = decode_throughput(runner, s, decode_steps, o.max_num_batched_tokens);
+      Seqs s = make_seqs(1, prompt_len, prompt_len + num_decode_steps + 16, bs, c.vocab_size);
+      const double tps = decode_throughput(runner, s, num_decode_steps, o.max_num_batched_tokens);
       const std::string key = v.key;
       j[key]["tokens_per_s"] = tps;
       j[key]["ms_per_token"] = 1e3 / tps;
@@ -248,12 +255,36 @@ int main(int argc, char** argv) {
     runner.set_cuda_graphs(true);
     runner.set_launch_options(true, true);
     for (int64_t b : batches) {
-      const int64_t steps = std::max<int64_t>(16, decode_steps / 4);
+      const int64_t steps = std::max<int64_t>(16, num_decode_steps / 4);
       Seqs s = make_seqs(b, prompt_len, prompt_len + steps + 16, bs, c.vocab_size);
       const double tps = decode_throughput(runner, s, steps, o.max_num_batched_tokens);
       j["batched_decode"].push_back({{"batch", b}, {"context", prompt_len}, {"output_tokens_per_s", tps},
                                      {"ms_per_step", 1e3 * b / tps}});
       std::fprintf(stderr, "batch %ld: %.0f tok/s\n", static_cast<long>(b), tps);
+    }
+
+    // Where a step's time goes: eager steps with an event between stages. The GEMM ceiling
+    // is the measured 8192^3 bf16 rate of this workplace's H200 (REFERENCE.md).
+    constexpr double kGemmTflops = 790.0;
+    for (int64_t b : {int64_t{1}, int64_t{64}, int64_t{256}, int64_t{1024}}) {
+      Seqs s = make_seqs(b, prompt_len, prompt_len + 32, bs, c.vocab_size);
+      prefill_all(runner, s, o.max_num_batched_tokens);
+      decode_steps(runner, s, 2);
+      j["breakdown"]["decode_batch_" + std::to_string(b)] = bench::stage_breakdown(
+          runner, c, [&] { decode_steps(runner, s, 1); }, 8, double(b), double(b), copy_gbs, kGemmTflops);
+      std::fprintf(stderr, "breakdown batch %ld done\n", static_cast<long>(b));
+    }
+    {
+      Seqs p = make_seqs(1, prefill_len, prefill_len, bs, c.vocab_size);
+      std::vector<float> lg;
+      const ForwardBatch fb{{SeqSlice{p.tokens[0], 0, p.tables[0], true}}};
+      j["breakdown"]["prefill_" + std::to_string(prefill_len)] = bench::stage_breakdown(
+          runner, c, [&] { runner.forward(fb, lg); }, 3, double(prefill_len), 1.0, copy_gbs, kGemmTflops);
+      Seqs mixed = make_seqs(32, prefill_len / 8, prefill_len / 8, bs, c.vocab_size);
+      ForwardBatch mb;
+      for (int64_t i = 0; i < 32; ++i) mb.seqs.push_back({mixed.tokens[i], 0, mixed.tables[i], true});
+      j["breakdown"]["prefill_32x" + std::to_string(prefill_len / 8)] = bench::stage_breakdown(
+          runner, c, [&] { runner.forward(mb, lg); }, 3, double(prefill_len * 4), 32.0, copy_gbs, kGemmTflops);
     }
 
     // Prefill of one prompt.

@@ -114,6 +114,14 @@ for mode, g in j.get("gemv_model_chain", {}).items():
 for g in j.get("gemv_splits", []):
     print(f"gemv {g['gemm']:8s} split {g['split']}{'*' if g['auto'] else ' '} "
           f"{'pdl' if g['programmatic'] else '   '} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s")
+for key, b in j.get("breakdown", {}).items():
+    parts = []
+    for st in b["stages"]:
+        x = f"{st['stage']} {st['ms_per_step']:.3f}"
+        if "tflop_per_s" in st:
+            x += f" ({st['tflop_per_s']:.0f} TF/s, {st['gb_per_s']:.0f} GB/s, {100 * st['fraction_of_roofline']:.0f}% of roofline)"
+        parts.append(x)
+    print(f"breakdown {key}: {b['ms_per_step']:.2f} ms/step eager; " + "; ".join(parts))
 for g in j.get("gemms", []):
     print(f"gemm {g['gemm']:8s} m={g['m']:<4} {g['path']:8s} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s {g['tflop_per_s']:6.1f} TFLOP/s")
 PY

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `optimate serve` on a GPU with Llama-3-8B-shaped random weights and the Llama 3 tokenizer
 # (models/llama3-tokenizer, from scripts/setup.sh): starts the server, checks a token-id
-# completion (plain and streamed, with usage), a chat completion, an over-long prompt refused
+# completion (plain and streamed, with usage), a text completion, an over-long prompt refused
 # with 400, /metrics, and a clean SIGTERM. Usage: gpu-serve-smoke.sh OPTIMATE_BIN
 set -uo pipefail
 bin=${1:?usage: gpu-serve-smoke.sh OPTIMATE_BIN}
@@ -40,8 +40,10 @@ stream='{"model":"llama3-dummy","prompt":[128000,791],"max_tokens":8,"ignore_eos
 check "streamed sampled completion" 200 -H 'Content-Type: application/json' -d "$stream" "$url/v1/completions"
 grep -q '"completion_tokens":8' /tmp/smoke_body && grep -q '\[DONE\]' /tmp/smoke_body && echo "ok   stream usage and [DONE]" \
   || { echo "FAIL stream: $(tail -c 300 /tmp/smoke_body)"; status=1; }
-check "chat completion" 200 -H 'Content-Type: application/json' \
-  -d '{"model":"llama3-dummy","messages":[{"role":"user","content":"hello"}],"max_tokens":4}' "$url/v1/chat/completions"
+check "text completion (Llama 3 tokenizer)" 200 -H 'Content-Type: application/json' \
+  -d '{"model":"llama3-dummy","prompt":"The capital of France is","max_tokens":4}' "$url/v1/completions"
+grep -q '"prompt_tokens":6' /tmp/smoke_body && echo "ok   text prompt tokenized (6 tokens with BOS)" \
+  || { echo "FAIL text prompt usage: $(head -c 300 /tmp/smoke_body)"; status=1; }
 long=$(python3 -c 'print(",".join(["791"] * 5000))')
 check "prompt past the context" 400 -H 'Content-Type: application/json' \
   -d "{\"model\":\"llama3-dummy\",\"prompt\":[$long],\"max_tokens\":4}" "$url/v1/completions"

@@ -131,23 +131,25 @@ TEST(EngineOnCuda, GreedyTokensEqualTheCpuEngine) {
 }
 
 TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
-  // At temperature 8 the draws spread over many tokens; the GPU draws with the CPU sampler's
-  // random numbers, so only a draw within float rounding of a CDF step may differ (and then
-  // the rest of that sequence). Most sequences must match whole.
+  // At temperature 8 the draws spread over many tokens. The GPU draws with the CPU sampler's
+  // random numbers, but from bf16-computed logits, so a draw near a CDF step may differ (and
+  // then the rest of that sequence): about 1.5% of draws did on an H200. A wrong seed or output
+  // index would make nearly every first draw differ.
   const LoadedModel m = decisive_model();
   Engine cpu_engine = make_engine(m, false);
   Engine gpu_engine = make_engine(m, true);
   const Tokens want = run(cpu_engine, 8.0f);
   const Tokens got = run(gpu_engine, 8.0f);
-  int equal = 0, distinct_first = 0;
+  int equal = 0, equal_first = 0;
   std::set<int32_t> firsts;
   for (const auto& [id, tokens] : want) {
     equal += got.at(id) == tokens;
+    equal_first += got.at(id).front() == tokens.front();
     firsts.insert(tokens.front());
   }
-  distinct_first = static_cast<int>(firsts.size());
-  EXPECT_GE(equal, 36) << "of 40 sequences";
-  EXPECT_GE(distinct_first, 10) << "the draws must not all be the argmax";
+  EXPECT_GE(equal_first, 36) << "of 40 first draws";
+  EXPECT_GE(equal, 20) << "of 40 whole sequences";
+  EXPECT_GE(static_cast<int>(firsts.size()), 10) << "the draws must not all be the argmax";
 }
 
 }  // namespace

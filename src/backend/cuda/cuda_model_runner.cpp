@@ -185,6 +185,16 @@ const KvCacheShape& CudaModelRunner::kv_shape() const { return state_->kv_shape;
 const MemoryPlan& CudaModelRunner::memory_plan() const { return state_->plan; }
 int64_t CudaModelRunner::max_model_len() const { return state_->limits.max_model_len; }
 void CudaModelRunner::set_cuda_graphs(bool enabled) { state_->options.cuda_graphs = enabled; }
+void CudaModelRunner::set_stage_timing(bool enabled) { state_->timer.set_enabled(enabled); }
+
+std::vector<std::pair<std::string, double>> CudaModelRunner::take_stage_times(int64_t* num_steps) {
+  const StageTimer::Totals t = state_->timer.take();
+  if (num_steps) *num_steps = t.steps;
+  std::vector<std::pair<std::string, double>> out;
+  for (int i = 0; i < static_cast<int>(Stage::kCount); ++i)
+    if (t.ms[i] > 0.0) out.emplace_back(stage_name(static_cast<Stage>(i)), t.ms[i]);
+  return out;
+}
 
 void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_launch) {
   State& st = *state_;
@@ -201,10 +211,11 @@ namespace {
 // and returns the number of logits rows that belong to real slices.
 int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
   const int64_t bucket = graph_bucket(static_cast<int64_t>(batch.seqs.size()));
-  const bool graph = st.options.cuda_graphs && is_uniform_decode(batch) &&
+  const bool graph = st.options.cuda_graphs && !st.timer.enabled() && is_uniform_decode(batch) &&
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
+  st.timer.mark(Stage::kCopyIn, st.stream);
   for (const auto& [offset, count] : in.used) {
     if (count == 0) continue;
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging + offset,
@@ -244,21 +255,25 @@ void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& log
   State& st = *state_;
   const int64_t rows = run_step(st, batch);
   logits.resize(static_cast<size_t>(rows * st.config.vocab_size));
+  st.timer.mark(Stage::kCopyOut, st.stream);
   if (rows > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(logits.data(), st.logits.get(),
                                         logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                         st.stream));
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  st.timer.end_step(st.stream);
 }
 
 void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
   State& st = *state_;
   const int64_t rows = run_step(st, batch);
   token_ids.resize(static_cast<size_t>(rows));
+  st.timer.mark(Stage::kCopyOut, st.stream);
   if (rows > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), st.greedy.get(), rows * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost, st.stream));
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  st.timer.end_step(st.stream);
 }
 
 bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
@@ -280,14 +295,17 @@ bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const 
   if (!all_greedy && n > 0) {
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging, n * sizeof(GpuSampleRow),
                                         cudaMemcpyHostToDevice, st.stream));
+    st.timer.mark(Stage::kSampling, st.stream);
     sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n,
                       st.config.vocab_size, st.stream);
     drawn = st.sampled.get();
   }
+  st.timer.mark(Stage::kCopyOut, st.stream);
   if (n > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), drawn, n * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost, st.stream));
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  st.timer.end_step(st.stream);
   return true;
 }
 

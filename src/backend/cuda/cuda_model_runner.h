@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_weights.h"
@@ -59,6 +61,11 @@ class CudaModelRunner final : public ModelRunner {
   // Switches the fused small-step path and programmatic dependent launch (a process-wide
   // setting, see programmatic_launch.h); drops captured graphs so replays use the new choice.
   void set_launch_options(bool fused_decode, bool programmatic_launch);
+
+  // Times each stage of eager steps (graphs are not replayed while on); see stage_timer.h.
+  void set_stage_timing(bool enabled);
+  // Milliseconds per stage summed over the timed steps since the last call, by stage_name.
+  std::vector<std::pair<std::string, double>> take_stage_times(int64_t* num_steps = nullptr);
 
   const MemoryPlan& memory_plan() const;
   int64_t max_model_len() const;

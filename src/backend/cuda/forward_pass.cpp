@@ -115,6 +115,8 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   down_p.n = H;
   down_p.k = inter;
 
+  auto mark = [&](Stage stage) { timer.mark(stage, s); };
+  mark(Stage::kEmbedding);
   embedding_gather(weights.tok_embeddings, token_ids, residual.get(), T, H, s);
   for (int64_t l = 0; l < c.num_layers && fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
@@ -123,46 +125,63 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     qkv_p.bias = w.bqkv;
     qkv_p.k_cache = k_cache(l);
     qkv_p.v_cache = v_cache(l);
+    mark(Stage::kQkv);
     gemv(qkv_p, s);
     dec.k_cache = pre.k_cache = k_cache(l);
     dec.v_cache = pre.v_cache = v_cache(l);
+    mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     o_p.w = w.wo;
+    mark(Stage::kOProj);
     gemv(o_p, s);
     gate_up_p.norm_weight = w.ffn_norm;
     gate_up_p.w = w.w_gate_up;
+    mark(Stage::kGateUp);
     gemv(gate_up_p, s);
     down_p.w = w.w_down;
+    mark(Stage::kDown);
     gemv(down_p, s);
   }
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
+    mark(Stage::kElementwise);
     rmsnorm_residual(l == 0 ? nullptr : branch.get(), residual.get(), w.attn_norm, normed.get(),
                      nullptr, T, H, c.rms_norm_eps, s);
+    mark(Stage::kQkv);
     gemm->linear(normed.get(), w.wqkv, w.bqkv, qkv.get(), GemmOutput::kBf16, T, qkv_dim, H, s);
+    mark(Stage::kElementwise);
     rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
                  s);
     kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, k_cache(l), v_cache(l),
                    slots, T, c.num_kv_heads, kv_shape.block_size, D, s);
     dec.k_cache = pre.k_cache = k_cache(l);
     dec.v_cache = pre.v_cache = v_cache(l);
+    mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
+    mark(Stage::kOProj);
     gemm->linear(attn.get(), w.wo, nullptr, branch.get(), GemmOutput::kBf16, T, H, q_dim, s);
+    mark(Stage::kElementwise);
     rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
                      c.rms_norm_eps, s);
+    mark(Stage::kGateUp);
     gemm->linear(normed.get(), w.w_gate_up, nullptr, gate_up.get(), GemmOutput::kBf16, T,
                  2 * inter, H, s);
+    mark(Stage::kElementwise);
     silu_mul(gate_up.get(), act.get(), T, inter, s);
+    mark(Stage::kDown);
     gemm->linear(act.get(), w.w_down, nullptr, branch.get(), GemmOutput::kBf16, T, H, inter, s);
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM.
   const int64_t R = in.num_logits_rows;
+  mark(Stage::kFinalNorm);
   rmsnorm_residual(fused ? nullptr : branch.get(), residual.get(), weights.final_norm, normed.get(),
                    meta + layout.logits_rows, R, H, c.rms_norm_eps, s);
+  mark(Stage::kLmHead);
   gemm->linear(normed.get(), weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, R,
                c.vocab_size, H, s);
+  mark(Stage::kArgmax);
   argmax_rows(logits.get(), greedy.get(), R, c.vocab_size, s);
 }
 

@@ -12,6 +12,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/sampling.h"
+#include "backend/cuda/stage_timer.h"
 #include "backend/cuda/step_inputs.h"
 
 namespace optimate::cuda {
@@ -50,6 +51,8 @@ struct CudaModelRunner::State {
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
   GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows
   int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
+
+  StageTimer timer;  // per-stage times of eager steps, when on
 
   // Decode graphs by padded batch size.
   std::map<int64_t, cudaGraphExec_t> graphs;
