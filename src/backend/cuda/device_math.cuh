@@ -27,14 +27,17 @@ struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];
 };
 
-__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* src, float (&dst)[8]) {
-  const Bf16x8 v = *reinterpret_cast<const Bf16x8*>(src);
+__device__ __forceinline__ void unpack_bf16x8(const Bf16x8& v, float (&dst)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 f = __bfloat1622float2(v.h[i]);
     dst[2 * i] = f.x;
     dst[2 * i + 1] = f.y;
   }
+}
+
+__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* src, float (&dst)[8]) {
+  unpack_bf16x8(*reinterpret_cast<const Bf16x8*>(src), dst);
 }
 
 __device__ __forceinline__ void store_bf16x8(__nv_bfloat16* dst, const float (&src)[8]) {

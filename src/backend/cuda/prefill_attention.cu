@@ -58,6 +58,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   auto* sO = reinterpret_cast<float*>(smem + S::kO);
   auto* sM = reinterpret_cast<float*>(smem + S::kM);
   auto* sL = reinterpret_cast<float*>(smem + S::kL);
+  __shared__ int64_t tile_rows[kBk];  // cache row of each key of the current tile, -1 past the end
 
   const int h = blockIdx.x;
   const int* tile = p.tiles + 4 * blockIdx.y;
@@ -92,19 +93,32 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   const int qpos = pos0 + row;
   for (int kt = 0; kt < kv_end; kt += kBk) {
     __syncthreads();  // previous tile's K/V no longer read; Q/O init visible on the first pass
-    for (int idx = threadIdx.x; idx < kBk * kVecPerRow; idx += kThreads) {
+    // The tile's cache rows first, then every thread's K and V loads issued together: a
+    // gather that waited on the block table and then on each load in turn left this kernel
+    // bound by memory latency.
+    if (threadIdx.x < kBk) {
+      const int pos = kt + threadIdx.x;
+      tile_rows[threadIdx.x] = pos < kv_end
+          ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : -1;
+    }
+    __syncthreads();
+    constexpr int kLoads = kBk * kVecPerRow / kThreads;
+    Bf16x8 kv[kLoads], vv[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
+      const int64_t r = tile_rows[idx / kVecPerRow];
+      const int c = (idx % kVecPerRow) * 8;
+      kv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.k_cache + r * D + c) : Bf16x8{};
+      vv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.v_cache + r * D + c) : Bf16x8{};
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int idx = threadIdx.x + i * kThreads;
       const int j = idx / kVecPerRow;
       const int c = (idx % kVecPerRow) * 8;
-      const int pos = kt + j;
-      Bf16x8 kv{}, vv{};
-      if (pos < kv_end) {
-        const int64_t blk = table[pos / bs];
-        const int64_t off = ((blk * p.num_kv_heads + kvh) * bs + pos % bs) * D + c;
-        kv = *reinterpret_cast<const Bf16x8*>(p.k_cache + off);
-        vv = *reinterpret_cast<const Bf16x8*>(p.v_cache + off);
-      }
-      *reinterpret_cast<Bf16x8*>(sK + j * S::kLdQ + c) = kv;
-      *reinterpret_cast<Bf16x8*>(sV + j * S::kLdQ + c) = vv;
+      *reinterpret_cast<Bf16x8*>(sK + j * S::kLdQ + c) = kv[i];
+      *reinterpret_cast<Bf16x8*>(sV + j * S::kLdQ + c) = vv[i];
     }
     __syncthreads();
 
