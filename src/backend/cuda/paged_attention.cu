@@ -2,9 +2,9 @@
 //
 // One block handles one (kv head, row, split): it streams that split's keys and values once
 // and serves all G = num_heads / num_kv_heads query heads that share them, so each KV byte is
-// read once per row. Keys go through in tiles of 64: per tile, scores for the G heads land
-// in shared memory (TPT = head_dim / 8 lanes per key, 16 bytes each, read from K/V tiles that
-// cp.async copies in two stages ahead of use), a per-head
+// read once per row. Keys go through in chunks of 256: per chunk, scores for the G heads land
+// in shared memory (TPT = head_dim / 8 lanes per key, one 16-byte load each, kUnroll keys per
+// lane in flight; the chunk's cache rows are looked up once first), a per-head
 // online softmax rescales the running sums, then the same lane layout accumulates p * V.
 // With one split the block writes the normalised output; with several it writes unnormalised
 // partial outputs plus (max, sum) per head, combined by the last block of each (row, kv head)
@@ -29,52 +29,12 @@ namespace optimate::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-// Keys per tile. Tiles of K and V are copied into shared memory with cp.async, two stages, so
-// the next tile's copies are in flight while this one is computed: register-held loads (one or a
-// few per thread) left the kernel bound by memory latency at 1.4-2 TB/s.
-constexpr int kTile = 64;
-
-template <int D>
-__host__ __device__ constexpr size_t tile_smem_bytes() {
-  return 2 * 2 * kTile * D * sizeof(__nv_bfloat16);  // two stages of K and V
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-
-// Starts copying keys [c0, c0 + n) of one (kv head, sequence) into a stage: each thread owns
-// one 16-byte column of several keys; the block table is read first, all copies then issue.
-template <int D>
-__device__ __forceinline__ void issue_tile(const PagedAttentionParams& p, const int32_t* table,
-                                           int kvh, int bs, int c0, int n, __nv_bfloat16* sk,
-                                           __nv_bfloat16* sv) {
-  constexpr int V = D / 8;               // 16-byte vectors per key
-  constexpr int KPI = kThreads / V;      // keys per pass of the block
-  constexpr int PASSES = kTile / KPI;
-  const int c = (threadIdx.x % V) * 8;
-  const int t0 = threadIdx.x / V;
-  int64_t rows[PASSES];
-#pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    const int t = t0 + i * KPI;
-    const int pos = c0 + t;
-    rows[i] = t < n ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : -1;
-  }
-#pragma unroll
-  for (int i = 0; i < PASSES; ++i) {
-    const int t = t0 + i * KPI;
-    const int64_t row = rows[i] < 0 ? 0 : rows[i];
-    cp_async16(sk + t * D + c, p.k_cache + row * D + c, rows[i] >= 0);
-    cp_async16(sv + t * D + c, p.v_cache + row * D + c, rows[i] >= 0);
-  }
-  cp_async_commit();
-}
+constexpr int kChunk = 256;
+// Keys each lane group loads before using any. At about five blocks per SM (registers), one
+// 16-byte load per thread in flight moved ~1.4 TB/s at batch 1024; four moved ~2 TB/s. Eight,
+// and K/V tiles staged in shared memory by cp.async (two stages, three blocks per SM), measured
+// no better (19.1 and 25.0 ms against 18.4 ms per batch-1024 step, docs/benchmarks.md).
+constexpr int kUnroll = 4;
 
 // Output of head h for attention row r from its splits' partials: loads bypass L1, since
 // the partials may come from other blocks of the running grid.
@@ -105,13 +65,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int TPT = D / 8;
   constexpr int NGROUP = kThreads / TPT;
   constexpr int NWARP = kThreads / 32;
-  __shared__ float scores[GMAX][kTile];
+  __shared__ float scores[GMAX][kChunk];
   __shared__ float head_m[GMAX], head_l[GMAX], head_alpha[GMAX];
-  // Two stages of K then V tiles [kTile][D]; after the loop, the per-group partial outputs.
-  extern __shared__ __align__(16) unsigned char tiles_smem[];
-  auto* stage_k = reinterpret_cast<__nv_bfloat16*>(tiles_smem);
-  auto* red = reinterpret_cast<float(*)[GMAX][D]>(tiles_smem);
-  static_assert(sizeof(float) * NGROUP * GMAX * D <= tile_smem_bytes<D>(), "partials fit the tiles");
+  __shared__ float red[NGROUP][GMAX][D];
+  __shared__ int64_t chunk_rows[kChunk];  // cache row (block, kv head, slot) of each key
 
   wait_for_prior_grid();
   allow_next_grid();
@@ -153,34 +110,37 @@ __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.0f;
   __syncthreads();
 
-  auto tile_k = [&](int stage) { return stage_k + stage * 2 * kTile * D; };
-  auto tile_v = [&](int stage) { return stage_k + (stage * 2 + 1) * kTile * D; };
-  if (begin < end) issue_tile<D>(p, table, kvh, bs, begin, min(kTile, end - begin), tile_k(0), tile_v(0));
-  for (int c0 = begin, stage = 0; c0 < end; c0 += kTile, stage ^= 1) {
-    const int n = min(kTile, end - c0);
-    if (c0 + kTile < end) {
-      issue_tile<D>(p, table, kvh, bs, c0 + kTile, min(kTile, end - c0 - kTile), tile_k(stage ^ 1),
-                    tile_v(stage ^ 1));
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
+  for (int c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = min(kChunk, end - c0);
+    // The chunk's cache rows first, so the loads below do not wait on the block table.
+    for (int t = threadIdx.x; t < n; t += kThreads) {
+      const int pos = c0 + t;
+      chunk_rows[t] = (static_cast<int64_t>(table[pos / bs]) * hkv + kvh) * bs + pos % bs;
     }
     __syncthreads();
-    const __nv_bfloat16* sk = tile_k(stage);
-    const __nv_bfloat16* sv = tile_v(stage);
-    // Scores: every lane runs the same trip count so the group shuffles stay converged.
-    for (int tb = 0; tb < n; tb += NGROUP) {
-      const int t = tb + group;
-      float k[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (t < n) load_bf16x8(sk + t * D + lig * 8, k);
+    // Scores: kUnroll keys per lane group in flight at once; every lane runs the same trip
+    // count so the group shuffles stay converged.
+    for (int tb = 0; tb < n; tb += NGROUP * kUnroll) {
+      Bf16x8 kraw[kUnroll];
 #pragma unroll
-      for (int g = 0; g < GMAX; ++g) {
-        if (g < G) {
-          float dot = 0.0f;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = tb + u * NGROUP + group;
+        kraw[u] = t < n ? *reinterpret_cast<const Bf16x8*>(p.k_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+      }
 #pragma unroll
-          for (int i = 0; i < 8; ++i) dot += q[g][i] * k[i];
-          dot = group_sum<TPT>(dot);
-          if (lig == 0 && t < n) scores[g][t] = dot;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = tb + u * NGROUP + group;
+        float k[8];
+        unpack_bf16x8(kraw[u], k);
+#pragma unroll
+        for (int g = 0; g < GMAX; ++g) {
+          if (g < G) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) dot += q[g][i] * k[i];
+            dot = group_sum<TPT>(dot);
+            if (lig == 0 && t < n) scores[g][t] = dot;
+          }
         }
       }
     }
@@ -215,19 +175,30 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = 0; i < 8; ++i) acc[g][i] *= alpha;
       }
     }
-    for (int t = group; t < n; t += NGROUP) {
-      float v[8];
-      load_bf16x8(sv + t * D + lig * 8, v);
+    for (int tb = group; tb < n; tb += NGROUP * kUnroll) {
+      Bf16x8 vraw[kUnroll];
 #pragma unroll
-      for (int g = 0; g < GMAX; ++g) {
-        if (g < G) {
-          const float pr = scores[g][t];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = tb + u * NGROUP;
+        vraw[u] = t < n ? *reinterpret_cast<const Bf16x8*>(p.v_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+      }
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[g][i] += pr * v[i];
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = tb + u * NGROUP;
+        if (t >= n) break;
+        float v[8];
+        unpack_bf16x8(vraw[u], v);
+#pragma unroll
+        for (int g = 0; g < GMAX; ++g) {
+          if (g < G) {
+            const float pr = scores[g][t];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[g][i] += pr * v[i];
+          }
         }
       }
     }
-    __syncthreads();  // this stage is refilled two tiles on
+    __syncthreads();
   }
 
 #pragma unroll
@@ -305,18 +276,9 @@ __global__ void paged_attention_combine_kernel(const PagedAttentionParams p, int
 
 template <int D, int GMAX>
 void launch(const PagedAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t bytes = tile_smem_bytes<D>();
-  // Set once, on the first (eager) launch, before any graph capture.
-  static const bool configured = [] {
-    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, GMAX>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(bytes)));
-    return true;
-  }();
-  (void)configured;
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_rows),
                   static_cast<unsigned>(p.num_splits));
-  launch_programmatic(paged_attention_kernel<D, GMAX>, grid, dim3(kThreads), bytes, stream,
+  launch_programmatic(paged_attention_kernel<D, GMAX>, grid, dim3(kThreads), 0, stream,
                       "paged_attention_kernel", p);
 }
 
