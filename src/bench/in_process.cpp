@@ -5,6 +5,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bench/gpu_monitor.h"
 #include "core/error.h"
 
 namespace optimate::bench {
@@ -26,6 +27,10 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   const int64_t concurrency = workload.spec.arrival.concurrency;
   const int64_t total = static_cast<int64_t>(requests.size());
 
+  // A simulated run's time is not the GPU's: nothing to sample.
+  const std::unique_ptr<GpuMonitor> gpu = target.fake_clock
+      ? std::make_unique<GpuMonitor>(nullptr, "simulated backend")
+      : start_gpu_monitor();
   RunResult run;
   run.target = target.target;
   run.records.resize(requests.size());
@@ -139,6 +144,7 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
     }
   }
   run.num_preemptions = engine.scheduler().stats().num_preemptions - preemptions_before;
+  run.gpu = gpu->stop();
   return run;
 }
 

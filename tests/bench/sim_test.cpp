@@ -123,6 +123,7 @@ TEST(Sim, WithOneSlotEachRequestQueuesUntilThePreviousOneFinishes) {
   const std::string md = render_markdown({s}, "queue");
   EXPECT_NE(md.find(fmt::format("| Mean Queue time (ms) | {:.2f} |", s.queue_ms.mean)), std::string::npos) << md;
   EXPECT_NE(md.find(fmt::format("| P99 Queue time (ms) | {:.2f} |", s.queue_ms.p99)), std::string::npos) << md;
+  EXPECT_NE(md.find("GPU utilization: not sampled (simulated backend)."), std::string::npos) << md;
   EXPECT_EQ(run_to_json(run, s)["summary"]["queue_ms"]["count"], 4);
   EXPECT_NE(plot_latency_cdf({run}, LatencyMetric::kQueue).find("Queue time distribution"), std::string::npos);
 }
