@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "apps/bench_calibrate.h"
 #include "apps/commands.h"
 #include "bench/bench_target.h"
 #include "bench/cost_model.h"
@@ -96,8 +97,10 @@ std::vector<Variant> plan_variants(const BenchOptions& o) {
 void run_bench(const BenchOptions& o) {
   if (!o.url.empty())
     fail(ErrorCode::kUnsupported, "--url (benchmarking a live HTTP server) is not built yet; use --backend cpu|sim");
-  if (o.calibrate)
-    fail(ErrorCode::kUnsupported, "--calibrate is not built yet; edit a profile in profiles/ by hand");
+  if (o.calibrate) {
+    run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets});
+    return;
+  }
   if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "sim")
     fail(ErrorCode::kInvalidArgument, "--backend must be cpu, cuda or sim, got '{}'", o.backend);
   if (o.workload.empty()) fail(ErrorCode::kInvalidArgument, "--workload FILE is required");
@@ -149,9 +152,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--profile", opts->profile, "cost profile JSON for --backend sim")->capture_default_str();
   cmd->add_option("--model", opts->model, "model file or folder (overrides engine.model)");
   cmd->add_option("--set", opts->sets, "KEY=VALUE applied to every configuration (workload.* to the workload)");
-  cmd->add_option("--out", opts->out_dir, "output folder (default bench-results/WORKLOAD_NAME)");
+  cmd->add_option("--out", opts->out_dir, "output folder (default bench-results/WORKLOAD_NAME); "
+                  "with --calibrate, the profile JSON to write");
   cmd->add_option("--url", opts->url, "benchmark a running OpenAI-compatible server instead");
-  cmd->add_flag("--calibrate", opts->calibrate, "measure a backend and write a cost profile");
+  cmd->add_flag("--calibrate", opts->calibrate, "measure a backend (the --compare configuration, with "
+                "--set) and write a cost profile for --backend sim to --out");
   cmd->callback([opts] {
     run_bench(*opts);
   });

@@ -5,14 +5,15 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bench/gpu_monitor.h"
 #include "core/error.h"
 
 namespace optimate::bench {
 namespace {
 
-// How far a fake clock jumps while the batch policy holds requests back and nothing arrives:
-// the engine does not say when it will launch, so it is polled at this granularity.
-constexpr int64_t kIdlePollNs = 500'000;
+// The least a fake clock moves when the engine asks to be stepped again at once after a step
+// that ran nothing: without it such an engine would spin at a frozen time.
+constexpr int64_t kMinIdleJumpNs = 1'000'000;
 // An engine that holds requests this long without running a step will never run them.
 constexpr int64_t kStallLimitNs = 600'000'000'000;
 
@@ -26,6 +27,10 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   const int64_t concurrency = workload.spec.arrival.concurrency;
   const int64_t total = static_cast<int64_t>(requests.size());
 
+  // A simulated run's time is not the GPU's: nothing to sample.
+  const std::unique_ptr<GpuMonitor> gpu = target.fake_clock
+      ? std::make_unique<GpuMonitor>(nullptr, "simulated backend")
+      : start_gpu_monitor();
   RunResult run;
   run.target = target.target;
   run.records.resize(requests.size());
@@ -96,6 +101,9 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
         auto it = index.find(o.request_id);
         if (it == index.end()) continue;
         RequestRecord& rec = run.records[it->second];
+        // The engine measures queue time on its own clock from the arrival it was given.
+        if (std::isnan(rec.scheduled_s) && o.queue_ns >= 0)
+          rec.scheduled_s = rec.arrival_s + static_cast<double>(o.queue_ns) * 1e-9;
         if (!o.new_token_ids.empty() && std::isnan(rec.first_token_s)) rec.first_token_s = after;
         rec.token_times_s.insert(rec.token_times_s.end(), o.new_token_ids.size(), after);
         progressed = progressed || !o.new_token_ids.empty() || o.finished;
@@ -119,21 +127,24 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
       fail(ErrorCode::kInternal, "benchmark stalled: the engine ran no step for {:.0f} s with {} requests "
            "unfinished (a prompt larger than the KV cache?)", kStallLimitNs * 1e-9, total - done);
 
-    // Nothing ran: wait for the next arrival, or poll while the batch policy holds requests.
+    // Nothing ran: wait for the next arrival, or until the engine says stepping is worth it
+    // again (the batch policy holds requests back until then).
     int64_t wake_ns = INT64_MAX;
     if (!closed_loop && next < requests.size())
       wake_ns = arrival_ns(next);
-    if (engine.has_unfinished()) wake_ns = std::min(wake_ns, clock.now_ns() + kIdlePollNs);
+    if (engine.has_unfinished()) wake_ns = std::min(wake_ns, engine.idle_until_ns().value_or(clock.now_ns()));
     if (wake_ns == INT64_MAX)
       fail(ErrorCode::kInternal, "benchmark stalled: {} of {} requests finished and nothing is pending", done, total);
     if (target.fake_clock) {
-      target.fake_clock->set_ns(std::max(wake_ns, target.fake_clock->now_ns()));
+      const int64_t now_ns = target.fake_clock->now_ns();
+      target.fake_clock->set_ns(wake_ns > now_ns ? wake_ns : now_ns + kMinIdleJumpNs);
     } else {
       const int64_t wait_ns = wake_ns - clock.now_ns();
       if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(wait_ns, 1'000'000)));
     }
   }
   run.num_preemptions = engine.scheduler().stats().num_preemptions - preemptions_before;
+  run.gpu = gpu->stop();
   return run;
 }
 

@@ -24,6 +24,9 @@ std::vector<double> latencies_ms(const RunResult& run, LatencyMetric metric) {
         for (size_t i = 1; i < r.token_times_s.size(); ++i)
           v.push_back((r.token_times_s[i] - r.token_times_s[i - 1]) * 1e3);
         break;
+      case LatencyMetric::kQueue:
+        if (!std::isnan(r.scheduled_s)) v.push_back((r.scheduled_s - r.arrival_s) * 1e3);
+        break;
     }
   }
   return v;
@@ -35,6 +38,7 @@ const char* metric_name(LatencyMetric m) {
     case LatencyMetric::kTpot: return "TPOT";
     case LatencyMetric::kItl: return "ITL";
     case LatencyMetric::kE2e: return "E2E latency";
+    case LatencyMetric::kQueue: return "Queue time";
   }
   return "";
 }

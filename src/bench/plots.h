@@ -1,4 +1,4 @@
-// The report's figures, built from run results: latency CDFs per configuration, output
+// The report's figures, built from run results: latency and queue-time CDFs per configuration, output
 // throughput and queue length over time, and sweep curves.
 #pragma once
 
@@ -10,7 +10,8 @@
 
 namespace optimate::bench {
 
-enum class LatencyMetric { kTtft, kTpot, kItl, kE2e };
+// kQueue: arrival to first admission, for targets that report it (in-process, sim).
+enum class LatencyMetric { kTtft, kTpot, kItl, kE2e, kQueue };
 
 // Empirical CDF of one latency per configuration (log x when the values span > 2 decades).
 std::string plot_latency_cdf(const std::vector<RunResult>& runs, LatencyMetric metric);

@@ -1,5 +1,6 @@
 #include "bench/report_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -31,7 +32,11 @@ std::string write_report_files(const std::string& dir, const std::string& comman
   const std::string target = runs.empty() ? "" : runs.front().target;
   std::string md = render_markdown(summaries, fmt::format("{} on {}", spec.name, target));
   md += fmt::format("\nCommand: `{}`\n", command);
+  // Queue time exists only where the target reports admission (not over HTTP).
+  const bool has_queue_time = std::any_of(summaries.begin(), summaries.end(),
+                                          [](const RunSummary& s) { return s.queue_ms.count > 0; });
   md += "\nPlots: ttft_cdf.svg, e2e_cdf.svg, itl_cdf.svg, throughput.svg, queue.svg";
+  if (has_queue_time) md += ", queue_time_cdf.svg";
   md += sweep ? ", sweep_throughput.svg, sweep_latency.svg\n" : "\n";
   write_file(d / "report.md", md);
   write_file(d / "report.json", report_to_json(spec, runs, summaries).dump(1) + "\n");
@@ -40,6 +45,7 @@ std::string write_report_files(const std::string& dir, const std::string& comman
   write_file(d / "itl_cdf.svg", plot_latency_cdf(runs, LatencyMetric::kItl));
   write_file(d / "throughput.svg", plot_throughput_over_time(runs));
   write_file(d / "queue.svg", plot_queue_over_time(runs));
+  if (has_queue_time) write_file(d / "queue_time_cdf.svg", plot_latency_cdf(runs, LatencyMetric::kQueue));
   if (sweep) {
     write_file(d / "sweep_throughput.svg",
                plot_sweep(sweep->knob, sweep->values, summaries,

@@ -80,7 +80,10 @@ json summary_to_json(const RunSummary& r) {
           {"batch_size_histogram", histogram},
           {"busy_fraction", num(r.busy_fraction)},
           {"mean_kv_usage", num(r.mean_kv_usage)},
-          {"max_kv_usage", num(r.max_kv_usage)}};
+          {"max_kv_usage", num(r.max_kv_usage)},
+          {"gpu", {{"device", r.gpu_device}, {"unavailable", r.gpu_unavailable},
+                   {"util_pct", stats_json(r.gpu_util_pct)}, {"memory_used_gib", stats_json(r.gpu_memory_used_gib)},
+                   {"memory_total_gib", num(r.gpu_memory_total_gib)}}}};
 }
 
 json run_to_json(const RunResult& run, const RunSummary& summary) {
@@ -101,8 +104,12 @@ json run_to_json(const RunResult& run, const RunSummary& summary) {
                      {"batch_size", s.batch_size}, {"num_tokens", s.num_tokens},
                      {"num_waiting", s.num_waiting}, {"num_running", s.num_running},
                      {"kv_usage", num(s.kv_usage)}});
+  json gpu_samples = json::array();
+  for (const GpuSample& g : run.gpu.samples)
+    gpu_samples.push_back({{"t_s", num(g.t_s)}, {"util_pct", num(g.util_pct)}, {"memory_used_bytes", num(g.memory_used_bytes)}});
   return {{"label", run.label}, {"description", run.description}, {"target", run.target},
-          {"summary", summary_to_json(summary)}, {"records", records}, {"steps", steps}};
+          {"summary", summary_to_json(summary)}, {"records", records}, {"steps", steps},
+          {"gpu_samples", gpu_samples}};
 }
 
 json report_to_json(const WorkloadSpec& spec, const std::vector<RunResult>& runs,

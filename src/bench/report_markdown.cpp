@@ -1,9 +1,11 @@
 #include "bench/report_markdown.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace optimate::bench {
 namespace {
@@ -48,6 +50,7 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   const int64_t high = has_classes ? base.classes.front().priority : 0;
   const int64_t low = has_classes ? base.classes.back().priority : 0;
   const bool has_steps = base.num_steps > 0;
+  const bool has_gpu = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) { return r.gpu_util_pct.count > 0; });
 
   std::vector<Column> cols = {
       {"Throughput (out tok/s)", 0, [](const RunSummary& r, int64_t, int64_t) { return r.output_throughput; }},
@@ -67,6 +70,8 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   }
   if (has_steps)
     cols.push_back({"Busy %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.busy_fraction * 100.0; }});
+  if (has_gpu)
+    cols.push_back({"GPU util %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.gpu_util_pct.mean; }});
 
   out += "| Scenario | Configuration |";
   std::string rule = "|---|---|";
@@ -81,6 +86,11 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
     for (const auto& c : cols)
       out += " " + with_delta(c.get(r, high, low), c.get(base, high, low), c.decimals, i == 0) + " |";
     out += "\n";
+  }
+  if (!has_gpu) {
+    std::set<std::string> why;
+    for (const auto& r : runs) why.insert(r.gpu_unavailable);
+    out += fmt::format("\nGPU utilization: not sampled ({}).\n", fmt::join(why, "; "));
   }
 
   out += "\n### All metrics\n\n| Metric |";
@@ -118,6 +128,11 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
     row("P99 batch size (seqs)", [](const RunSummary& r) { return r.batch_size.p99; }, 1);
     row("Mean KV usage (%)", [](const RunSummary& r) { return r.mean_kv_usage * 100.0; }, 1);
     row("Max KV usage (%)", [](const RunSummary& r) { return r.max_kv_usage * 100.0; }, 1);
+  }
+  if (has_gpu) {
+    row("Mean GPU util (%)", [](const RunSummary& r) { return r.gpu_util_pct.mean; }, 1);
+    row("Max GPU util (%)", [](const RunSummary& r) { return r.gpu_util_pct.max; }, 1);
+    row("Max GPU memory used (GiB)", [](const RunSummary& r) { return r.gpu_memory_used_gib.max; }, 2);
   }
 
   if (has_classes) {

@@ -39,6 +39,20 @@ struct StepSample {
   double kv_usage = 0.0;      // fraction of KV blocks in use, 0..1
 };
 
+// GPU counters sampled during a run (NVML, every ~100 ms), where a GPU can be read.
+struct GpuSample {
+  double t_s = 0.0;              // from the start of sampling
+  double util_pct = 0.0;         // share of the last sample period a kernel ran, 0..100
+  double memory_used_bytes = 0.0;
+};
+
+struct GpuUsage {
+  std::string unavailable;  // why nothing was sampled ("" when sampled)
+  std::string device;       // "NVIDIA H200 (NVML index 0)"
+  double memory_total_bytes = 0.0;
+  std::vector<GpuSample> samples;
+};
+
 struct RunResult {
   std::string label;        // configuration name: "baseline", "A", "max_wait_ms=50", ...
   std::string description;  // one line for the report: what the configuration turns on
@@ -46,6 +60,7 @@ struct RunResult {
   std::vector<RequestRecord> records;
   std::vector<StepSample> steps;
   int64_t num_preemptions = 0;  // engine-wide count (in-process targets)
+  GpuUsage gpu;
 };
 
 }  // namespace optimate::bench

@@ -83,6 +83,18 @@ RunSummary summarize(const RunResult& run) {
   out.batch_size = sample_stats(batch);
   if (!run.steps.empty()) out.mean_kv_usage = kv_sum / static_cast<double>(run.steps.size());
   if (end_s > 0.0) out.busy_fraction = std::min(1.0, busy_s / end_s);
+
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<double> util, memory_gib;
+  for (const GpuSample& g : run.gpu.samples) {
+    util.push_back(g.util_pct);
+    memory_gib.push_back(g.memory_used_bytes / kGiB);
+  }
+  out.gpu_device = run.gpu.device;
+  out.gpu_unavailable = run.gpu.samples.empty() && run.gpu.unavailable.empty() ? "not sampled" : run.gpu.unavailable;
+  out.gpu_util_pct = sample_stats(util);
+  out.gpu_memory_used_gib = sample_stats(memory_gib);
+  out.gpu_memory_total_gib = run.gpu.memory_total_bytes / kGiB;
   return out;
 }
 

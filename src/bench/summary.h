@@ -47,6 +47,12 @@ struct RunSummary {
   double busy_fraction = 0.0;  // share of the run spent inside steps (a utilization proxy)
   double mean_kv_usage = 0.0;
   double max_kv_usage = 0.0;
+  // GPU counters sampled during the run (NVML); count 0 when not sampled, and why.
+  std::string gpu_device;
+  std::string gpu_unavailable;
+  SampleStats gpu_util_pct;
+  SampleStats gpu_memory_used_gib;
+  double gpu_memory_total_gib = 0.0;
 };
 
 RunSummary summarize(const RunResult& run);

@@ -1,10 +1,13 @@
 // The simulated backend: its cost model matches the published shape of Llama-3-8B, its
 // clock advances by exactly the modelled step times, and a run is reproducible bit for bit.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "bench/bench_target.h"
 #include "bench/cost_model.h"
 #include "bench/in_process.h"
+#include "bench/plots.h"
+#include "bench/report_markdown.h"
 #include "bench/report_json.h"
 #include "bench/summary.h"
 
@@ -50,6 +53,17 @@ Workload small_workload(ArrivalKind kind) {
   return build_workload(spec);
 }
 
+// `num_requests` identical requests, all sent at 0.
+Workload offline_fixed(int64_t num_requests, int64_t prompt_len, int64_t output_len) {
+  WorkloadSpec spec;
+  spec.num_requests = num_requests;
+  spec.arrival = {.kind = ArrivalKind::kOffline};
+  spec.prompt = {.kind = LengthKind::kFixed, .value = prompt_len};
+  spec.output = {.kind = LengthKind::kFixed, .value = output_len};
+  spec.token_id_max = 4000;
+  return build_workload(spec);
+}
+
 RunResult simulate(const Workload& w) {
   EngineConfig config;
   config.max_num_seqs = 32;
@@ -78,18 +92,40 @@ TEST(Sim, EveryRequestGetsItsTokensAndTimeFollowsTheCostModel) {
     EXPECT_GE(run.records[i].first_token_s, run.records[i].arrival_s);
   }
   // A lone request on an idle engine: TTFT is one prefill step, then one decode step per token.
-  WorkloadSpec one;
-  one.num_requests = 1;
-  one.arrival = {.kind = ArrivalKind::kOffline};
-  one.prompt = {.kind = LengthKind::kFixed, .value = 100};
-  one.output = {.kind = LengthKind::kFixed, .value = 3};
-  one.token_id_max = 4000;
-  const RunResult single = simulate(build_workload(one));
+  const RunResult single = simulate(offline_fixed(1, 100, 3));
   const CostModel model(load_cost_profile(kProfile));
   const auto& r = single.records.at(0);
   EXPECT_NEAR(r.first_token_s, model.step_cost({{100, 0}}).seconds, 1e-9);
   EXPECT_NEAR(r.token_times_s[1] - r.token_times_s[0], model.step_cost({{1, 100}}).seconds, 1e-9);
   EXPECT_NEAR(r.token_times_s[2] - r.token_times_s[1], model.step_cost({{1, 101}}).seconds, 1e-9);
+}
+
+TEST(Sim, WithOneSlotEachRequestQueuesUntilThePreviousOneFinishes) {
+  const Workload w = offline_fixed(4, 64, 5);
+  EngineConfig config;
+  config.max_num_seqs = 1;
+  BuiltEngine target = build_sim_engine(config, load_cost_profile(kProfile), w.spec.token_id_max + 1);
+  const RunResult run = run_in_process(target, w);
+  ASSERT_EQ(run.records.size(), 4u);
+  // All four arrive at 0; the first runs at once, the k-th starts when the (k-1)-th ends.
+  EXPECT_DOUBLE_EQ(run.records[0].scheduled_s, 0.0);
+  double expected_sum_ms = 0.0;
+  for (size_t k = 1; k < run.records.size(); ++k) {
+    EXPECT_GT(run.records[k - 1].finish_s, 0.0);
+    EXPECT_NEAR(run.records[k].scheduled_s, run.records[k - 1].finish_s, 1e-9) << k;
+    EXPECT_LT(run.records[k].scheduled_s, run.records[k].first_token_s);
+    expected_sum_ms += run.records[k - 1].finish_s * 1e3;
+  }
+  const RunSummary s = summarize(run);
+  EXPECT_EQ(s.queue_ms.count, 4);
+  EXPECT_NEAR(s.queue_ms.mean, expected_sum_ms / 4.0, 1e-6);
+  EXPECT_NEAR(s.queue_ms.max, run.records[2].finish_s * 1e3, 1e-6);
+  const std::string md = render_markdown({s}, "queue");
+  EXPECT_NE(md.find(fmt::format("| Mean Queue time (ms) | {:.2f} |", s.queue_ms.mean)), std::string::npos) << md;
+  EXPECT_NE(md.find(fmt::format("| P99 Queue time (ms) | {:.2f} |", s.queue_ms.p99)), std::string::npos) << md;
+  EXPECT_NE(md.find("GPU utilization: not sampled (simulated backend)."), std::string::npos) << md;
+  EXPECT_EQ(run_to_json(run, s)["summary"]["queue_ms"]["count"], 4);
+  EXPECT_NE(plot_latency_cdf({run}, LatencyMetric::kQueue).find("Queue time distribution"), std::string::npos);
 }
 
 }  // namespace

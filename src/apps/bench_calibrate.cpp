@@ -1,0 +1,83 @@
+#include "apps/bench_calibrate.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "bench/bench_target.h"
+#include "bench/calibrate.h"
+#include "bench/cpu_peaks.h"
+#include "bench/toml_override.h"
+#include "core/error.h"
+
+namespace optimate::apps {
+namespace {
+
+std::string command_line(const CalibrateArgs& a) {
+  std::string s = fmt::format("optimate bench --calibrate --backend {} --compare {}", a.backend, a.config);
+  if (!a.model.empty()) s += " --model " + a.model;
+  for (const auto& set : a.sets) s += " --set " + set;
+  return s + " --out " + a.out;
+}
+
+}  // namespace
+
+void run_calibration(const CalibrateArgs& a) {
+  if (a.backend != "cpu" && a.backend != "cuda")
+    fail(ErrorCode::kUnsupported,
+         "--calibrate measures a real backend (--backend cpu or cuda), got '{}'; "
+         "the sim backend is the cost model itself",
+         a.backend);
+  if (a.out.empty()) fail(ErrorCode::kInvalidArgument, "--calibrate needs --out FILE.json, the profile to write");
+  if (a.config.find(',') != std::string::npos)
+    fail(ErrorCode::kInvalidArgument, "--calibrate measures one configuration; got --compare {}", a.config);
+  for (const std::string& s : a.sets)
+    if (bench::split_assignment(s).first.rfind("workload.", 0) == 0)
+      fail(ErrorCode::kInvalidArgument, "--set {}: --calibrate runs no workload", s);
+
+  bench::NamedConfig named = bench::load_named_config(a.config, a.sets, EngineConfig{});
+  if (!a.model.empty()) named.config.model = a.model;
+  named.config.device = a.backend;
+  bench::BuiltEngine built = bench::build_engine(named.config);
+  const EngineConfig& ec = built.engine->config();
+  const int threads = static_cast<int>(ec.num_threads);
+
+  bench::CalibrationOptions o;
+  o.name = std::filesystem::path(a.out).stem().string();
+  o.command = command_line(a);
+  o.max_num_seqs = ec.max_num_seqs;
+  o.max_num_batched_tokens = ec.max_num_batched_tokens;
+  o.max_model_len = ec.max_model_len;
+  if (a.backend == "cuda") {
+    // No independent probe on the GPU: the peaks are the best rates the backend reaches.
+    o.device = built.target;
+    o.weight_bits = 16.0;
+    o.kv_bytes_per_element = 2.0;
+    o.storage_note = "the CUDA backend keeps weights and the KV cache in bf16";
+  } else {
+    o.device = bench::describe_cpu(threads);
+    o.weight_bits = 32.0;
+    o.kv_bytes_per_element = 4.0;
+    o.storage_note = "the CPU backend widens the GGUF's weights to fp32 at load and keeps its KV cache in fp32";
+    std::fprintf(stderr, "Probing %s ...\n", o.device.c_str());
+    o.peaks = bench::measure_cpu_peaks(threads);
+    std::fprintf(stderr, "  %s\n  %s\n", o.peaks->bandwidth_method.c_str(), o.peaks->flops_method.c_str());
+  }
+
+  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o,
+                                                [](size_t i, size_t n, const bench::MeasuredShape& m) {
+                                                  std::fprintf(stderr, "[%zu/%zu] %-32s %10.2f ms\n", i + 1, n,
+                                                               m.shape.name.c_str(), m.median_s * 1e3);
+                                                });
+  if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty())
+    std::filesystem::create_directories(dir);
+  std::ofstream out(a.out, std::ios::binary);
+  out << bench::calibration_to_json(c);
+  if (!out) fail(ErrorCode::kInvalidArgument, "cannot write {}", a.out);
+  std::fputs(bench::render_calibration(c).c_str(), stdout);
+  std::fprintf(stdout, "\nProfile written to %s\n", a.out.c_str());
+}
+
+}  // namespace optimate::apps

@@ -1,0 +1,20 @@
+// `optimate bench --calibrate`: measure a real backend and write the cost profile that
+// `--backend sim` runs on.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace optimate::apps {
+
+struct CalibrateArgs {
+  std::string backend;            // only "cpu" until another real backend is behind the bench
+  std::string config;             // the engine configuration whose limits and KV cache are calibrated
+  std::string model;              // overrides engine.model when set
+  std::string out;                // the profile JSON to write
+  std::vector<std::string> sets;  // engine overrides (KEY=VALUE), as for a benchmark
+};
+
+void run_calibration(const CalibrateArgs& args);
+
+}  // namespace optimate::apps
