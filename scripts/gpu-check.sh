@@ -13,11 +13,12 @@
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
 #   serve.log                 optimate serve --device cuda smoke test (scripts/gpu-serve-smoke.sh)
 #   offline/ offline.log      optimate bench, configs/workloads/offline-1000-h200.toml
+#   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
-#   tests engine bench sampling peer serve offline
+#   tests engine bench sampling peer serve offline calibrate
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -29,8 +30,9 @@ export PATH=/usr/local/cuda/bin:$PATH
 summary=$out/summary.txt
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
-want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench sampling peer serve offline} " == *" $1 "* ]]; }
+want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench sampling peer serve offline calibrate} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
+calibrate_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -180,5 +182,13 @@ if want offline && [[ $full -eq 1 ]]; then
   grep -E "^\|" "$out/offline.log" | head -8 | tee -a "$summary"
   tail -3 "$out/offline.log"
 fi
+if want calibrate && [[ $full -eq 1 ]]; then
+  note "== the cost model's H200 profile (optimate bench --calibrate)"
+  (cd "$root" && "$build/optimate" bench --calibrate --backend cuda --compare h200-throughput \
+     --out "$out/h200-llama3-8b.json") >"$out/calibrate.log" 2>&1
+  calibrate_status=$?
+  grep -iE "mean absolute|error|written" "$out/calibrate.log" | tail -4 | tee -a "$summary"
+fi
+note "calibrate exit $calibrate_status"
 note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status"
-[[ $test_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]
+[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]

@@ -100,6 +100,9 @@ std::vector<MeasuredShape> measure_grid(ModelRunner& runner, const Clock& clock,
   const ModelConfig& model = runner.config();
   std::vector<MeasuredShape> out;
   std::vector<float> logits;
+  std::vector<int32_t> token_ids;
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const GridShape& shape = shapes[i];
     if (blocks_needed(shape, kv.block_size) > kv.num_blocks || longest_seq(shape) > model.max_position_embeddings)
@@ -120,11 +123,16 @@ std::vector<MeasuredShape> measure_grid(ModelRunner& runner, const Clock& clock,
     ForwardBatch batch;
     for (size_t s = 0; s < shape.seqs.size(); ++s)
       batch.seqs.push_back({tokens[s], shape.seqs[s].context_len, tables[s], true});
-    for (int w = 0; w < warmup; ++w) runner.forward(batch, logits);
+    // As the engine steps: greedy rows sampled on the device when the runner can.
+    const std::vector<SampleSpec> specs(shape.seqs.size(), SampleSpec{&greedy, 0, 0});
+    auto step = [&] {
+      if (!runner.forward_sample(batch, specs, token_ids)) runner.forward(batch, logits);
+    };
+    for (int w = 0; w < warmup; ++w) step();
     MeasuredShape m{shape, {}, 0.0};
     for (int r = 0; r < repeats; ++r) {
       const int64_t t0 = clock.now_ns();
-      runner.forward(batch, logits);
+      step();
       m.runs_s.push_back(static_cast<double>(clock.now_ns() - t0) * 1e-9);
     }
     m.median_s = percentile(m.runs_s, 50.0);
