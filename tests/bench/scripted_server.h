@@ -3,10 +3,9 @@
 // "garbage", ...), written as raw bytes so framing errors can be produced at will.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <functional>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
