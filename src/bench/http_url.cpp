@@ -39,7 +39,8 @@ HttpUrl parse_http_url(const std::string& url) {
     fail(ErrorCode::kInvalidArgument, "--url {}: port '{}' is not a number in 1..65535", url, u.port);
   u.host_header = authority;
   while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
-  if (u.prefix.size() >= 3 && u.prefix.compare(u.prefix.size() - 3, 3, "/v1") == 0) u.prefix.resize(u.prefix.size() - 3);
+  if (u.prefix.size() >= 3 && u.prefix.compare(u.prefix.size() - 3, 3, "/v1") == 0)
+    u.prefix.resize(u.prefix.size() - 3);
   if (u.prefix.find_first_of("?#") != std::string::npos)
     fail(ErrorCode::kInvalidArgument, "--url {}: a query or fragment has no meaning here", url);
   return u;

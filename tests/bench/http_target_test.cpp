@@ -180,8 +180,8 @@ TEST(HttpTarget, UnreachableServerIsAnError) {
     testing::tcp::acceptor bound(ioc, {testing::net::ip::make_address("127.0.0.1"), 0});
     port = bound.local_endpoint().port();
   }  // closed: nothing listens there now
-  EXPECT_THROW(run_http("http://127.0.0.1:" + std::to_string(port), scripted_workload({"ok"}, 1, ArrivalKind::kOffline), {}),
-               Error);
+  const Workload w = scripted_workload({"ok"}, 1, ArrivalKind::kOffline);
+  EXPECT_THROW(run_http("http://127.0.0.1:" + std::to_string(port), w, {}), Error);
 }
 
 TEST(HttpTarget, EveryFailureIsARecordAndTheRunGoesOn) {
@@ -229,8 +229,8 @@ TEST(HttpTarget, KeepsConnectionsAliveAndReplacesOnesTheServerClosed) {
   // A server that closes each connection after answering, without saying so: the next request
   // finds the connection dead before any reply and is sent again on a new one.
   ScriptedServer closing;
-  const RunResult again = run_http(closing.url(),
-                                   scripted_workload({"ok-then-close", "ok-then-close", "ok"}, 2, ArrivalKind::kClosedLoop), {});
+  const Workload w = scripted_workload({"ok-then-close", "ok-then-close", "ok"}, 2, ArrivalKind::kClosedLoop);
+  const RunResult again = run_http(closing.url(), w, {});
   for (const RequestRecord& r : again.records) EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(closing.completions_received(), 3);
 }
@@ -240,7 +240,8 @@ TEST(HttpTarget, MaxConcurrencyBoundsRequestsInFlight) {
   s.event_delay = std::chrono::milliseconds(10);
   HttpTargetOptions options;
   options.max_concurrency = 2;
-  const RunResult run = run_http(s.url(), scripted_workload(std::vector<std::string>(6, "ok"), 4, ArrivalKind::kOffline), options);
+  const Workload w = scripted_workload(std::vector<std::string>(6, "ok"), 4, ArrivalKind::kOffline);
+  const RunResult run = run_http(s.url(), w, options);
   for (const RequestRecord& r : run.records) EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(s.max_active(), 2);
   EXPECT_EQ(s.connections_accepted(), 3);
