@@ -1,6 +1,6 @@
 // `optimate bench`: run one workload against several configurations (or a sweep of one knob)
-// in-process, on the real model (CPU or CUDA) or the simulated backend, and write the
-// comparison report.
+// in-process, on the real model (CPU or CUDA) or the simulated backend, or against live
+// servers (--url, bench_http.cpp), and write the comparison report.
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -11,9 +11,11 @@
 #include <fmt/format.h>
 
 #include "apps/bench_calibrate.h"
+#include "apps/bench_http.h"
 #include "apps/commands.h"
 #include "bench/bench_target.h"
 #include "bench/cost_model.h"
+#include "bench/http_target.h"
 #include "bench/in_process.h"
 #include "bench/progress.h"
 #include "bench/report_files.h"
@@ -33,8 +35,8 @@ struct BenchOptions {
   std::string model;
   std::vector<std::string> sets;
   std::string out_dir;
-  std::string url;
   bool calibrate = false;
+  HttpBenchOptions http;  // --url and the flags that only it takes
 };
 
 // The command line that reproduces a report, quoted in it.
@@ -95,8 +97,6 @@ std::vector<Variant> plan_variants(const BenchOptions& o) {
 }
 
 void run_bench(const BenchOptions& o) {
-  if (!o.url.empty())
-    fail(ErrorCode::kUnsupported, "--url (benchmarking a live HTTP server) is not built yet; use --backend cpu|sim");
   if (o.calibrate) {
     run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets});
     return;
@@ -138,6 +138,21 @@ void run_bench(const BenchOptions& o) {
   std::fprintf(stdout, "\nReport, raw records and plots written to %s/\n", dir.c_str());
 }
 
+// A flag of one mode given in the other is an error, never silently ignored.
+void check_mode_flags(const CLI::App& cmd, bool http) {
+  static const std::vector<std::string> in_process_only = {"--compare", "--sweep", "--backend", "--profile",
+                                                           "--model", "--calibrate"};
+  static const std::vector<std::string> http_only = {"--label", "--served-model-name", "--api-key",
+                                                     "--max-concurrency", "--request-timeout"};
+  for (const std::string& flag : http ? in_process_only : http_only) {
+    if (cmd.count(flag) == 0) continue;
+    if (http)
+      fail(ErrorCode::kInvalidArgument, "{} does not apply with --url: a live server runs its own "
+           "configuration (start one server per configuration and give each its --url)", flag);
+    fail(ErrorCode::kInvalidArgument, "{} applies only with --url", flag);
+  }
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -154,11 +169,28 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--set", opts->sets, "KEY=VALUE applied to every configuration (workload.* to the workload)");
   cmd->add_option("--out", opts->out_dir, "output folder (default bench-results/WORKLOAD_NAME); "
                   "with --calibrate, the profile JSON to write");
-  cmd->add_option("--url", opts->url, "benchmark a running OpenAI-compatible server instead");
   cmd->add_flag("--calibrate", opts->calibrate, "measure a backend (the --compare configuration, with "
                 "--set) and write a cost profile for --backend sim to --out");
-  cmd->callback([opts] {
-    run_bench(*opts);
+  cmd->add_option("--url", opts->http.urls, "benchmark running OpenAI-compatible servers instead "
+                  "(http://HOST:PORT; several, comma-separated or repeated: one row each, first is the baseline)")
+      ->delimiter(',');
+  cmd->add_option("--label", opts->http.labels, "with --url: row names, one per URL (default: the URL)")
+      ->delimiter(',');
+  cmd->add_option("--served-model-name", opts->http.model_names, "with --url: the model to request, one for "
+                  "all or one per URL (default: the first of the server's GET /v1/models)")->delimiter(',');
+  cmd->add_option("--api-key", opts->http.api_key, "with --url: sent as a Bearer token (default: $OPENAI_API_KEY)");
+  cmd->add_option("--max-concurrency", opts->http.max_concurrency, "with --url: most requests in flight "
+                  "(default: a closed loop's concurrency, else " + std::to_string(bench::kDefaultMaxConnections) + ")");
+  cmd->add_option("--request-timeout", opts->http.timeout_s, "with --url: fail a request after this many "
+                  "seconds without a byte from the server")->capture_default_str();
+  cmd->callback([opts, cmd] {
+    const bool http = !opts->http.urls.empty();
+    check_mode_flags(*cmd, http);
+    if (!http) return run_bench(*opts);
+    opts->http.workload = opts->workload;
+    opts->http.sets = opts->sets;
+    opts->http.out_dir = opts->out_dir;
+    run_bench_http(opts->http);
   });
 }
 

@@ -5,47 +5,18 @@
 #include <sstream>
 #include <thread>
 
-#include "core/clock.h"
 #include "fake_backend.h"
-#include "server/http_server.h"
-#include "server/serving_api.h"
+#include "harness.h"
 #include "test_client.h"
 
 namespace optimate::server {
 namespace {
 
 using testing::FakeBackend;
+using testing::Harness;
 using testing::TestClient;
 using Json = nlohmann::json;
 namespace http = boost::beast::http;
-
-struct Harness {
-  explicit Harness(std::string api_key = {}, int64_t max_queued = -1,
-                   PriorityOrder order = PriorityOrder::kHigherFirst)
-      : metrics(registry, "fake-model", 64), router(std::move(api_key)),
-        api(backend, registry, metrics, clock, {max_queued, order, "9.9.9"}),
-        server(options(), router) {
-    api.add_routes(router);
-    server.start();
-  }
-  static HttpOptions options() {
-    HttpOptions o;
-    o.host = "127.0.0.1";
-    o.port = 0;
-    o.max_body_bytes = 1 << 20;
-    o.read_timeout_s = 0.5;
-    return o;
-  }
-  uint16_t port() const { return server.port(); }
-
-  FakeBackend backend;
-  SteadyClock clock;
-  metrics::Registry registry;
-  metrics::ServingMetrics metrics;
-  Router router;
-  ServingApi api;
-  HttpServer server;
-};
 
 std::string raw_post(const std::string& body) {
   return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"

@@ -1,0 +1,171 @@
+#include "bench/http_target.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/completion_stream.h"
+#include "bench/http_url.h"
+#include "bench/keep_alive_connection.h"
+#include "core/error.h"
+
+namespace optimate::bench {
+namespace {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using Clock = std::chrono::steady_clock;
+
+// What every request of a run shares.
+struct Server {
+  std::string url;
+  HttpUrl address;
+  net::ip::tcp::resolver::results_type endpoints;
+  std::string authorization;
+  double timeout_s = 0.0;
+};
+
+HttpRequest make_request(http::verb verb, const std::string& path, const Server& server, std::string body) {
+  HttpRequest req{verb, server.address.prefix + path, 11};
+  req.set(http::field::host, server.address.host_header);
+  req.set(http::field::user_agent, "optimate-bench");
+  if (!server.authorization.empty()) req.set(http::field::authorization, server.authorization);
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.body() = std::move(body);
+  req.keep_alive(true);
+  req.prepare_payload();
+  return req;
+}
+
+// Runs the coroutines spawned on `ioc` to the end; an exception escaping one is rethrown here.
+void run_to_end(net::io_context& ioc) {
+  ioc.run();
+  ioc.restart();
+}
+auto rethrow = [](std::exception_ptr e) {
+  if (e) std::rethrow_exception(e);
+};
+
+struct Reply {
+  std::string transport_error;
+  int status = 0;
+  std::string body;
+};
+
+net::awaitable<void> fetch(const Server& server, const HttpRequest& request, Reply& reply) {
+  KeepAliveConnection connection(co_await net::this_coro::executor, server.endpoints, server.timeout_s);
+  ResponseSink sink{[&](int status) { reply.status = status; },
+                    [&](std::string_view bytes) {
+                      reply.body.append(bytes);
+                      return true;
+                    }};
+  reply.transport_error = co_await connection.exchange(request, sink);
+}
+
+// GET /v1/models: proves the server answers before the clock starts, and names the model
+// when none was given (the first listed, as vllm bench takes it).
+std::string check_server(net::io_context& ioc, const Server& server, const std::string& model) {
+  Reply reply;
+  const HttpRequest request = make_request(http::verb::get, "/v1/models", server, "");
+  net::co_spawn(ioc, fetch(server, request, reply), rethrow);
+  run_to_end(ioc);
+  if (!reply.transport_error.empty())
+    fail(ErrorCode::kInvalidArgument, "cannot reach {}: {}", server.url, reply.transport_error);
+  if (!model.empty()) return model;
+  if (reply.status != 200)
+    fail(ErrorCode::kInvalidArgument, "GET {}/v1/models answered HTTP {}: {}; name the model with "
+         "--served-model-name (or pass --api-key)", server.url, reply.status, reply.body.substr(0, 300));
+  const nlohmann::json j = nlohmann::json::parse(reply.body, nullptr, false);
+  if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+      j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string())
+    return j["data"][0]["id"].get<std::string>();
+  fail(ErrorCode::kInvalidArgument, "GET {}/v1/models lists no model id; name it with --served-model-name",
+       server.url);
+}
+
+struct RunState {
+  const Workload& workload;
+  const Server& server;
+  const std::string& model;
+  const ProgressFn& progress;
+  RunResult& run;
+  Clock::time_point t0;
+  size_t next = 0;
+  int64_t done = 0;
+
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+};
+
+// One connection's loop: takes the next request in arrival order, waits for its arrival time
+// (0 for closed loop and offline workloads: at once), sends it and reads the stream.
+net::awaitable<void> worker(RunState& s) {
+  const auto executor = co_await net::this_coro::executor;
+  KeepAliveConnection connection(executor, s.server.endpoints, s.server.timeout_s);
+  net::steady_timer timer(executor);
+  const auto& requests = s.workload.requests;
+  while (s.next < requests.size()) {
+    const size_t i = s.next++;
+    const BenchRequest& br = requests[i];
+    const HttpRequest request = make_request(http::verb::post, "/v1/completions", s.server,
+                                             completion_request_body(br, s.model, s.workload.spec.ignore_eos));
+    timer.expires_at(s.t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(br.arrival_s)));
+    co_await timer.async_wait(net::use_awaitable);
+
+    RequestRecord& rec = s.run.records[i];
+    rec.id = br.id;
+    rec.priority = br.priority;
+    rec.priority_class = br.priority_class;
+    rec.prompt_tokens = br.prompt_len;
+    rec.arrival_s = s.now_s();
+    CompletionStreamReader reader(rec);
+    ResponseSink sink{[&](int status) { reader.on_status(status); },
+                      [&](std::string_view bytes) { return reader.on_body(bytes, s.now_s()); }};
+    const std::string error = co_await connection.exchange(request, sink);
+    reader.finish(s.now_s(), error);
+    ++s.done;
+    if (s.progress) s.progress(s.done, static_cast<int64_t>(requests.size()), s.now_s());
+  }
+}
+
+int64_t num_connections(const Workload& workload, const HttpTargetOptions& options) {
+  if (options.max_concurrency < 0)
+    fail(ErrorCode::kInvalidArgument, "--max-concurrency must be >= 1, got {}", options.max_concurrency);
+  const bool closed = workload.spec.arrival.kind == ArrivalKind::kClosedLoop;
+  int64_t n = options.max_concurrency > 0 ? options.max_concurrency : kDefaultMaxConnections;
+  if (closed) n = options.max_concurrency > 0 ? std::min(n, workload.spec.arrival.concurrency)
+                                              : workload.spec.arrival.concurrency;
+  return std::min<int64_t>(n, static_cast<int64_t>(workload.requests.size()));
+}
+
+}  // namespace
+
+RunResult run_http(const std::string& url, const Workload& workload, const HttpTargetOptions& options,
+                   const ProgressFn& progress) {
+  if (!(options.timeout_s > 0.0))
+    fail(ErrorCode::kInvalidArgument, "--request-timeout must be > 0 seconds, got {}", options.timeout_s);
+  const int64_t connections = num_connections(workload, options);
+  Server server{url, parse_http_url(url), {}, {}, options.timeout_s};
+  if (!options.api_key.empty()) server.authorization = "Bearer " + options.api_key;
+  net::io_context ioc(1);
+  boost::system::error_code ec;
+  server.endpoints = net::ip::tcp::resolver(ioc).resolve(server.address.host, server.address.port, ec);
+  if (ec) fail(ErrorCode::kInvalidArgument, "--url {}: cannot resolve {}: {}", url, server.address.host, ec.message());
+  const std::string model = check_server(ioc, server, options.model);
+
+  RunResult run;
+  run.target = url;
+  run.records.resize(workload.requests.size());
+  RunState state{workload, server, model, progress, run, Clock::now()};
+  for (int64_t c = 0; c < connections; ++c) net::co_spawn(ioc, worker(state), rethrow);
+  run_to_end(ioc);
+  return run;
+}
+
+}  // namespace optimate::bench
