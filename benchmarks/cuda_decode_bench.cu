@@ -229,6 +229,7 @@ int main(int argc, char** argv) {
     o.max_num_seqs = 1024;
     o.max_num_batched_tokens = 8192;
     o.max_model_len = 4096;
+    o.fused_decode_max_rows = kGemvMaxRows;  // lets the small-batch sweep below compare both paths
     CudaModelRunner runner(std::move(weights), o);
     j["memory_plan"] = runner.memory_plan().describe();
     const int64_t bs = runner.kv_shape().block_size;
@@ -251,6 +252,19 @@ int main(int argc, char** argv) {
       j[key]["weight_gb_per_s"] = weight_bytes * tps / 1e9;
       j[key]["fraction_of_copy_bandwidth"] = weight_bytes * tps / 1e9 / copy_gbs;
       std::fprintf(stderr, "%s: %.1f tok/s\n", key.c_str(), tps);
+    }
+    // Small batches with the fused decode layer on and off (this runner fuses up to
+    // kGemvMaxRows rows; the default is CudaRunnerOptions::fused_decode_max_rows).
+    runner.set_cuda_graphs(true);
+    for (int64_t b : {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{8}}) {
+      for (bool fused : {true, false}) {
+        runner.set_launch_options(fused, true);
+        Seqs s = make_seqs(b, prompt_len, prompt_len + 64, bs, c.vocab_size);
+        const double tps = decode_throughput(runner, s, 32, o.max_num_batched_tokens);
+        j["small_batch_fused"].push_back({{"batch", b}, {"fused", fused}, {"ms_per_step", 1e3 * b / tps}});
+        std::fprintf(stderr, "batch %ld %s: %.2f ms/step\n", static_cast<long>(b), fused ? "fused" : "unfused",
+                     1e3 * b / tps);
+      }
     }
     runner.set_cuda_graphs(true);
     runner.set_launch_options(true, true);

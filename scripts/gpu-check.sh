@@ -116,6 +116,8 @@ for mode, g in j.get("gemv_model_chain", {}).items():
 for g in j.get("gemv_splits", []):
     print(f"gemv {g['gemm']:8s} split {g['split']}{'*' if g['auto'] else ' '} "
           f"{'pdl' if g['programmatic'] else '   '} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s")
+for e in j.get("small_batch_fused", []):
+    print(f"batch {e['batch']} {'fused  ' if e['fused'] else 'unfused'}: {e['ms_per_step']:.2f} ms/step")
 for key, b in j.get("breakdown", {}).items():
     parts = []
     for st in b["stages"]:

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "backend/cuda/cuda_model_runner.h"
+#include "backend/cuda/gemv.h"
 #include "core/error.h"
 #include "reference_model.h"
 #include "test_util.h"
@@ -190,7 +191,9 @@ TEST(CudaRunner, FusedDecodeAndProgrammaticLaunchMatchTheUnfusedStep) {
   OPTIMATE_REQUIRE_GPU();
   for (bool llama3 : {true, false}) {
     const ModelConfig c = small_config(llama3);
-    CudaModelRunner runner(make_dummy_weights(c, 11), small_options());
+    CudaRunnerOptions o = small_options();
+    o.fused_decode_max_rows = kGemvMaxRows;  // the fused kernels at three rows, not only one or two
+    CudaModelRunner runner(make_dummy_weights(c, 11), o);
     const int64_t batch = 3;
     std::vector<std::vector<int32_t>> prompts, tables;
     ForwardBatch prefill, decode;

@@ -2,10 +2,11 @@
 // the step's counts, never on host data, so a uniform decode step can be captured once per
 // batch size and replayed.
 //
-// Steps of at most kGemvMaxRows tokens (decode) take the fused path: per layer the QKV GEMV
+// Steps of at most fused_decode_max_rows tokens (decode) take the fused path: per layer the QKV GEMV
 // normalises the residual stream itself and rotates q/k and writes the KV cache in its
 // epilogue, the o and down GEMVs add into the residual stream, and the gate/up GEMV applies
 // SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/activation.h"
@@ -84,7 +85,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   pre.block_size = kv_shape.block_size;
   pre.scale = scale;
 
-  const bool fused = options.fused_decode && T >= 1 && T <= kGemvMaxRows && H % 8 == 0 &&
+  const bool fused = options.fused_decode && T >= 1 && T <= std::min(kGemvMaxRows, options.fused_decode_max_rows) && H % 8 == 0 &&
                      q_dim % 8 == 0 && inter % 8 == 0 && T * H * 2 <= 200 * 1024;
   GemvParams qkv_p, o_p, gate_up_p, down_p;
   qkv_p.input = gate_up_p.input = GemvInput::kRmsNorm;
