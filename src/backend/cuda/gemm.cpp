@@ -76,7 +76,7 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
   OPTIMATE_SHAPE_CHECK(m >= 0 && n > 0 && k > 0, "m {} n {} k {}", m, n, k);
   OPTIMATE_SHAPE_CHECK(x && w && y, "null operand");
   if (m == 0) return;
-  if (m <= kGemvMaxRows && k % 8 == 0 && use_gemv_) {
+  if (m <= kGemvFasterRows && k % 8 == 0 && use_gemv_) {
     gemv_linear(x, w, bias, y, out == GemmOutput::kF32, m, n, k, stream);
     return;
   }
