@@ -76,7 +76,10 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
   OPTIMATE_SHAPE_CHECK(m >= 0 && n > 0 && k > 0, "m {} n {} k {}", m, n, k);
   OPTIMATE_SHAPE_CHECK(x && w && y, "null operand");
   if (m == 0) return;
-  if (m <= kGemvFasterRows && k % 8 == 0 && use_gemv_) {
+  // cuBLASLt's bias epilogue takes a bias of the output type, so a bf16 bias into an fp32
+  // output stays on the small-m kernel wherever it can.
+  const bool bias_into_f32 = bias && out == GemmOutput::kF32;
+  if (k % 8 == 0 && use_gemv_ && (m <= kGemvFasterRows || (bias_into_f32 && m <= kGemvMaxRows))) {
     gemv_linear(x, w, bias, y, out == GemmOutput::kF32, m, n, k, stream);
     return;
   }
