@@ -1,21 +1,22 @@
-// Flash-attention-style causal prefill over the paged cache, with bf16 tensor cores (WMMA,
-// fp32 accumulate).
+// Flash-attention-style causal prefill over the paged KV cache, on bf16 tensor cores
+// (mma.sync m16n8k16, fp32 accumulate), FlashAttention-2 style: every intermediate lives in
+// registers.
 //
-// One block computes one (query head, tile of 64 query rows). Its four warps own 16 query
-// rows each. For every 64-key tile up to the tile's last position: the block gathers K and V
-// from the cache's pages into shared memory; each warp computes S = Q K^T for its rows
-// (tensor cores), applies the causal mask and an online softmax (two lanes per row, fp32),
-// writes P in bf16, rescales its rows of the fp32 output kept in shared memory, and adds P V
-// (tensor cores). The output accumulator lives in shared memory because WMMA fragments do
-// not expose which row an element belongs to, and the rescale is per row.
+// One block computes one (query head, tile of 64 query rows); its four warps own 16 rows each.
+// For every 64-key tile up to the tile's last position the block gathers K (row-major) and V
+// (transposed) from the cache's pages into shared memory. Each warp then computes S = Q K^T
+// for its 16 rows in registers (Q's fragments are loaded once), applies the causal mask and an
+// online softmax (a row's values sit in the four lanes of a quad), turns P into the A operand
+// of the next product without leaving registers, and adds P V into its output fragments.
+//
+// Fragment layout of mma.m16n8k16 (g = lane / 4, c = lane % 4): A holds rows g and g + 8,
+// columns 2c, 2c + 1 and 2c + 8, 2c + 9; B holds k rows 2c, 2c + 1, 2c + 8, 2c + 9 of column
+// g; C holds rows g and g + 8, columns 2c and 2c + 1.
 //
 // Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; caches [num_blocks,
 // num_kv_heads, block_size, head_dim]; tiles [num_tiles, 4] int32 (see the header).
-// Shared memory (head_dim 128): Q, K, V 3 x 17 KB, S 17 KB, P 9 KB, O 33 KB.
-// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory.
+// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (K and V^T tiles).
 #include "backend/cuda/prefill_attention.h"
-
-#include <mma.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -23,41 +24,45 @@
 namespace optimate::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kThreads = 128;
-constexpr int kBq = kPrefillTileRows;
 constexpr int kBk = 64;
+static_assert(kPrefillTileRows == 16 * (kThreads / 32), "a warp owns 16 query rows of the tile");
 
 template <int D>
 struct Smem {
-  static constexpr int kLdQ = D + 8;     // bf16; the pad breaks bank conflicts
-  static constexpr int kLdS = kBk + 4;   // fp32
-  static constexpr int kLdP = kBk + 8;   // bf16
-  static constexpr int kLdO = D + 4;     // fp32
-  static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + sizeof(__nv_bfloat16) * kBq * kLdQ;
-  static constexpr size_t kV = kK + sizeof(__nv_bfloat16) * kBk * kLdQ;
-  static constexpr size_t kS = kV + sizeof(__nv_bfloat16) * kBk * kLdQ;
-  static constexpr size_t kP = kS + sizeof(float) * kBq * kLdS;
-  static constexpr size_t kO = kP + sizeof(__nv_bfloat16) * kBq * kLdP;
-  static constexpr size_t kM = kO + sizeof(float) * kBq * kLdO;
-  static constexpr size_t kL = kM + sizeof(float) * kBq;
-  static constexpr size_t kBytes = kL + sizeof(float) * kBq;
+  static constexpr int kLdK = D + 8;    // bf16; the pad spreads a fragment's rows over all banks
+  static constexpr int kLdVt = kBk + 8;
+  static constexpr size_t kK = 0;
+  static constexpr size_t kVt = kK + sizeof(__nv_bfloat16) * kBk * kLdK;
+  static constexpr size_t kBytes = kVt + sizeof(__nv_bfloat16) * D * kLdVt;
 };
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t load_u32(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint32_t*>(p);
+}
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const PrefillAttentionParams p) {
   using S = Smem<D>;
+  constexpr int KD = D / 16;   // k-steps over head_dim
+  constexpr int ND = D / 8;    // 8-wide column tiles of the output
+  constexpr int NK = kBk / 8;  // 8-wide column tiles of S
   extern __shared__ __align__(128) unsigned char smem[];
-  auto* sQ = reinterpret_cast<__nv_bfloat16*>(smem + S::kQ);
   auto* sK = reinterpret_cast<__nv_bfloat16*>(smem + S::kK);
-  auto* sV = reinterpret_cast<__nv_bfloat16*>(smem + S::kV);
-  auto* sS = reinterpret_cast<float*>(smem + S::kS);
-  auto* sP = reinterpret_cast<__nv_bfloat16*>(smem + S::kP);
-  auto* sO = reinterpret_cast<float*>(smem + S::kO);
-  auto* sM = reinterpret_cast<float*>(smem + S::kM);
-  auto* sL = reinterpret_cast<float*>(smem + S::kL);
+  auto* sVt = reinterpret_cast<__nv_bfloat16*>(smem + S::kVt);
   __shared__ int64_t tile_rows[kBk];  // cache row of each key of the current tile, -1 past the end
 
   const int h = blockIdx.x;
@@ -70,32 +75,36 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   const int bs = static_cast<int>(p.block_size);
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
   constexpr int kVecPerRow = D / 8;
 
-  for (int idx = threadIdx.x; idx < kBq * kVecPerRow; idx += kThreads) {
-    const int row = idx / kVecPerRow;
-    const int c = (idx % kVecPerRow) * 8;
-    Bf16x8 v{};
-    if (row < nq)
-      v = *reinterpret_cast<const Bf16x8*>(p.q + (tok0 + row) * p.q_row_stride + h * D + c);
-    *reinterpret_cast<Bf16x8*>(sQ + row * S::kLdQ + c) = v;
+  // This lane's query rows (within the tile) and their positions.
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  const int qpos0 = pos0 + r0, qpos1 = pos0 + r1;
+
+  // Q fragments, loaded once; padding rows read as zero.
+  uint32_t qf[KD][4];
+  {
+    const __nv_bfloat16* q0 = p.q + (tok0 + r0) * p.q_row_stride + h * D;
+    const __nv_bfloat16* q1 = p.q + (tok0 + r1) * p.q_row_stride + h * D;
+#pragma unroll
+    for (int k = 0; k < KD; ++k) {
+      const int col = k * 16 + 2 * c;
+      qf[k][0] = r0 < nq ? load_u32(q0 + col) : 0u;
+      qf[k][1] = r1 < nq ? load_u32(q1 + col) : 0u;
+      qf[k][2] = r0 < nq ? load_u32(q0 + col + 8) : 0u;
+      qf[k][3] = r1 < nq ? load_u32(q1 + col + 8) : 0u;
+    }
   }
-  for (int idx = threadIdx.x; idx < kBq * D; idx += kThreads)
-    sO[(idx / D) * S::kLdO + idx % D] = 0.0f;
-  if (threadIdx.x < kBq) {
-    sM[threadIdx.x] = -INFINITY;
-    sL[threadIdx.x] = 0.0f;
-  }
+  float o[ND][4];
+#pragma unroll
+  for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  const float scale_log2 = p.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
 
   const int kv_end = pos0 + nq;  // keys [0, kv_end)
-  const int row = warp * 16 + lane / 2;
-  const int half = lane % 2;
-  const int qpos = pos0 + row;
   for (int kt = 0; kt < kv_end; kt += kBk) {
-    __syncthreads();  // previous tile's K/V no longer read; Q/O init visible on the first pass
-    // The tile's cache rows first, then every thread's K and V loads issued together: a
-    // gather that waited on the block table and then on each load in turn left this kernel
-    // bound by memory latency.
+    __syncthreads();  // the previous tile is no longer read
     if (threadIdx.x < kBk) {
       const int pos = kt + threadIdx.x;
       tile_rows[threadIdx.x] = pos < kv_end
@@ -107,102 +116,99 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int idx = threadIdx.x + i * kThreads;
-      const int64_t r = tile_rows[idx / kVecPerRow];
-      const int c = (idx % kVecPerRow) * 8;
-      kv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.k_cache + r * D + c) : Bf16x8{};
-      vv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.v_cache + r * D + c) : Bf16x8{};
+      const int64_t r = tile_rows[idx % kBk];
+      const int col = (idx / kBk) * 8;
+      kv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.k_cache + r * D + col) : Bf16x8{};
+      vv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.v_cache + r * D + col) : Bf16x8{};
     }
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int idx = threadIdx.x + i * kThreads;
-      const int j = idx / kVecPerRow;
-      const int c = (idx % kVecPerRow) * 8;
-      *reinterpret_cast<Bf16x8*>(sK + j * S::kLdQ + c) = kv[i];
-      *reinterpret_cast<Bf16x8*>(sV + j * S::kLdQ + c) = vv[i];
+      const int j = idx % kBk;  // a warp's lanes take consecutive keys: V^T stores stay conflict-free
+      const int col = (idx / kBk) * 8;
+      *reinterpret_cast<Bf16x8*>(sK + j * S::kLdK + col) = kv[i];
+      const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&vv[i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sVt[(col + e) * S::kLdVt + j] = v[e];
     }
     __syncthreads();
 
-    // S = Q K^T for this warp's 16 rows.
+    // S = Q K^T: this warp's 16 rows by the tile's 64 keys.
+    float s[NK][4];
 #pragma unroll
-    for (int n = 0; n < kBk / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> s_frag;
-      wmma::fill_fragment(s_frag, 0.0f);
+    for (int n = 0; n < NK; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      const __nv_bfloat16* krow = sK + (n * 8 + g) * S::kLdK + 2 * c;
 #pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-        wmma::load_matrix_sync(a, sQ + warp * 16 * S::kLdQ + k * 16, S::kLdQ);
-        wmma::load_matrix_sync(b, sK + n * 16 * S::kLdQ + k * 16, S::kLdQ);
-        wmma::mma_sync(s_frag, a, b, s_frag);
-      }
-      wmma::store_matrix_sync(sS + warp * 16 * S::kLdS + n * 16, s_frag, S::kLdS,
-                              wmma::mem_row_major);
+      for (int k = 0; k < KD; ++k) mma_bf16(s[n], qf[k], load_u32(krow + k * 16), load_u32(krow + k * 16 + 8));
     }
-    __syncwarp();
-
-    // Online softmax: two lanes per row, 32 columns each.
-    {
-      float* srow = sS + row * S::kLdS + half * 32;
-      float mx = -INFINITY;
-      for (int c = 0; c < 32; ++c) {
-        const int kpos = kt + half * 32 + c;
-        const bool keep = row < nq && kpos <= qpos;
-        const float s = keep ? srow[c] * p.scale : -INFINITY;
-        srow[c] = s;
-        mx = fmaxf(mx, s);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      const float m_old = sM[row];
-      const float m_new = fmaxf(m_old, mx);
-      const float base = m_new == -INFINITY ? 0.0f : m_new;  // fully masked (padding) rows
-      float sum = 0.0f;
-      __nv_bfloat16* prow = sP + row * S::kLdP + half * 32;
-      for (int c = 0; c < 32; ++c) {
-        const float e = __expf(srow[c] - base);
-        prow[c] = __float2bfloat16(e);
-        sum += e;
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      const float alpha = __expf(m_old - base);
-      float* orow = sO + row * S::kLdO + half * (D / 2);
-      for (int c = 0; c < D / 2; ++c) orow[c] *= alpha;
-      __syncwarp();
-      if (half == 0) {
-        sM[row] = m_new;
-        sL[row] = sL[row] * alpha + sum;
+    // Causal mask and online softmax; a row's 64 values are spread over the lanes of a quad.
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NK; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int kpos = kt + n * 8 + 2 * c + e;
+        s[n][e] = kpos <= qpos0 && r0 < nq ? s[n][e] * scale_log2 : -INFINITY;
+        s[n][2 + e] = kpos <= qpos1 && r1 < nq ? s[n][2 + e] * scale_log2 : -INFINITY;
+        mx0 = fmaxf(mx0, s[n][e]);
+        mx1 = fmaxf(mx1, s[n][2 + e]);
       }
     }
-    __syncwarp();
-
-    // O += P V for this warp's rows.
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> o_frag;
-      float* o_ptr = sO + warp * 16 * S::kLdO + n * 16;
-      wmma::load_matrix_sync(o_frag, o_ptr, S::kLdO, wmma::mem_row_major);
+    for (int d = 1; d < 4; d *= 2) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, d));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, d));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float base0 = mn0 == -INFINITY ? 0.0f : mn0;  // fully masked rows so far
+    const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
+    m0 = mn0;
+    m1 = mn1;
+    float sum0 = 0.0f, sum1 = 0.0f;
+    uint32_t pf[kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
 #pragma unroll
-      for (int k = 0; k < kBk / 16; ++k) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-        wmma::load_matrix_sync(a, sP + warp * 16 * S::kLdP + k * 16, S::kLdP);
-        wmma::load_matrix_sync(b, sV + k * 16 * S::kLdQ + n * 16, S::kLdQ);
-        wmma::mma_sync(o_frag, a, b, o_frag);
-      }
-      wmma::store_matrix_sync(o_ptr, o_frag, S::kLdO, wmma::mem_row_major);
+    for (int n = 0; n < NK; ++n) {
+      const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
+      const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
+      sum0 += p0 + p1;
+      sum1 += p2 + p3;
+      pf[n / 2][(n % 2) * 2 + 0] = pack_bf16(p0, p1);
+      pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
+    }
+#pragma unroll
+    for (int d = 1; d < 4; d *= 2) {
+      sum0 += __shfl_xor_sync(0xffffffffu, sum0, d);
+      sum1 += __shfl_xor_sync(0xffffffffu, sum1, d);
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      o[n][0] *= alpha0;
+      o[n][1] *= alpha0;
+      o[n][2] *= alpha1;
+      o[n][3] *= alpha1;
+    }
+    // O += P V, with V^T rows as the B operand.
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      const __nv_bfloat16* vrow = sVt + (n * 8 + g) * S::kLdVt + 2 * c;
+#pragma unroll
+      for (int k = 0; k < kBk / 16; ++k) mma_bf16(o[n], pf[k], load_u32(vrow + k * 16), load_u32(vrow + k * 16 + 8));
     }
   }
-  __syncthreads();
 
-  for (int idx = threadIdx.x; idx < kBq * kVecPerRow; idx += kThreads) {
-    const int r = idx / kVecPerRow;
-    const int c = (idx % kVecPerRow) * 8;
-    if (r >= nq) continue;
-    const float l = sL[r];
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    float v[8];
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
+  const float inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = sO[r * S::kLdO + c + i] * inv;
-    store_bf16x8(p.out + (tok0 + r) * p.out_row_stride + h * D + c, v);
+  for (int n = 0; n < ND; ++n) {
+    const int col = h * D + n * 8 + 2 * c;
+    if (r0 < nq)
+      *reinterpret_cast<uint32_t*>(p.out + (tok0 + r0) * p.out_row_stride + col) = pack_bf16(o[n][0] * inv0, o[n][1] * inv0);
+    if (r1 < nq)
+      *reinterpret_cast<uint32_t*>(p.out + (tok0 + r1) * p.out_row_stride + col) = pack_bf16(o[n][2] * inv1, o[n][3] * inv1);
   }
 }
 
