@@ -30,7 +30,7 @@ struct BenchOptions {
   std::string workload;
   std::string compare = "baseline";
   std::string sweep;
-  std::string backend = "cpu";
+  std::string backend = "auto";  // auto: the configuration's own device setting
   std::string profile = "profiles/h200-llama3-8b.json";
   std::string model;
   std::vector<std::string> sets;
@@ -101,8 +101,8 @@ void run_bench(const BenchOptions& o) {
     run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets});
     return;
   }
-  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "sim")
-    fail(ErrorCode::kInvalidArgument, "--backend must be cpu, cuda or sim, got '{}'", o.backend);
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda" && o.backend != "sim")
+    fail(ErrorCode::kInvalidArgument, "--backend must be auto, cpu, cuda or sim, got '{}'", o.backend);
   if (o.workload.empty()) fail(ErrorCode::kInvalidArgument, "--workload FILE is required");
 
   const std::vector<Variant> variants = plan_variants(o);
@@ -120,7 +120,7 @@ void run_bench(const BenchOptions& o) {
     EngineConfig base;
     bench::NamedConfig named = bench::load_named_config(v.config, v.engine_overrides, base);
     if (!o.model.empty()) named.config.model = o.model;
-    if (!profile) named.config.device = o.backend;
+    if (!profile && o.backend != "auto") named.config.device = o.backend;
     bench::BuiltEngine target = profile ? bench::build_sim_engine(named.config, *profile, spec.token_id_max + 1)
                                         : bench::build_engine(named.config);
     const std::string label = v.label.empty() ? named.label : v.label;
@@ -163,7 +163,8 @@ void add_bench_command(CLI::App& app) {
                   "names in configs/ or TOML paths")->capture_default_str();
   cmd->add_option("--sweep", opts->sweep, "KEY=V1,V2,...: one run per value of an engine, optimizer "
                   "(NAME.option) or workload.* key");
-  cmd->add_option("--backend", opts->backend, "cpu or cuda (the real model) or sim (the cost model)")->capture_default_str();
+  cmd->add_option("--backend", opts->backend, "auto (the configuration's device: a GPU when present), cpu or cuda (the real model), or sim "
+                  "(the cost model)")->capture_default_str();
   cmd->add_option("--profile", opts->profile, "cost profile JSON for --backend sim")->capture_default_str();
   cmd->add_option("--model", opts->model, "model file or folder (overrides engine.model)");
   cmd->add_option("--set", opts->sets, "KEY=VALUE applied to every configuration (workload.* to the workload)");

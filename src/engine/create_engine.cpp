@@ -79,6 +79,9 @@ std::unique_ptr<ModelRunner> make_cuda_runner(EngineArgs& args, const LoadedMode
   std::unique_ptr<cuda::CudaModelRunner> runner =
       dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
             : std::make_unique<cuda::CudaModelRunner>(model, options);
+  if (args.max_model_len == 0 && runner->max_model_len() < model.config.max_position_embeddings)
+    spdlog::warn("context length {} on the GPU (the model allows {}); --max-model-len sets it",
+                 runner->max_model_len(), model.config.max_position_embeddings);
   args.max_model_len = runner->max_model_len();
   args.num_kv_blocks = runner->kv_shape().num_blocks;
   return runner;

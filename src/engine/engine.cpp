@@ -172,22 +172,26 @@ void Engine::tick_controller() {
 namespace {
 
 // Rows the device samplers cannot draw: penalties and logprobs need the whole row on the host,
-// and below min_tokens the ending tokens are suppressed.
-bool needs_host_sampling(const sched::Request& r) {
+// and below min_tokens the ending tokens are suppressed (when there are any).
+bool needs_host_sampling(const sched::Request& r, bool has_eos) {
   const SamplingParams& p = *r.params;
+  const bool suppresses = r.num_output_tokens() < p.min_tokens &&
+                          ((has_eos && !p.ignore_eos) || !p.stop_token_ids.empty());
   return p.logprobs.has_value() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-         p.frequency_penalty != 0.0f || r.num_output_tokens() < p.min_tokens;
+         p.frequency_penalty != 0.0f || suppresses;
 }
 
 }  // namespace
 
 bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
                               sched::StepResult& result) {
+  // One row that needs the host sends the whole step there (logits of every row are copied);
+  // splitting the rows between the samplers is left for when such mixes are common.
   specs_.clear();
   for (const sched::ScheduledSeq& s : plan.seqs) {
     if (!s.want_logits) continue;
     const sched::Request& r = *scheduler_->find(s.seq_id);
-    if (needs_host_sampling(r)) return false;
+    if (needs_host_sampling(r, !scheduler_->config().eos_token_ids.empty())) return false;
     specs_.push_back({r.params.get(), r.seed, r.num_output_tokens()});
   }
   if (!runner_->forward_sample(batch, specs_, device_tokens_)) return false;

@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <utility>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 #include "config/engine_cli.h"
@@ -95,6 +99,40 @@ TEST(EngineConfig, CliFlagsOverrideTheFile) {
   const char* bad_argv[] = {"serve", "--max-num-seqs", "0"};
   bad.parse(3, bad_argv);
   EXPECT_NE(error_of([&] { resolve_engine_config(bad_flags); }).find("max-num-seqs"), std::string::npos);
+}
+
+TEST(EngineConfig, BackendSettingsFromFlagsAndTomlRoundTrip) {
+  CLI::App app;
+  EngineFlags flags;
+  add_engine_flags(app, flags);
+  const char* argv[] = {"serve", "--device", "cuda", "--load-format", "dummy", "--gpu-memory-utilization",
+                        "0.5", "--tokenizer", "models/llama3-tokenizer"};
+  app.parse(static_cast<int>(std::size(argv)), argv);
+  const EngineConfig c = resolve_engine_config(flags);
+  EXPECT_EQ(c.device, "cuda");
+  EXPECT_EQ(c.load_format, "dummy");
+  EXPECT_DOUBLE_EQ(c.gpu_memory_utilization, 0.5);
+  EXPECT_EQ(c.tokenizer, "models/llama3-tokenizer");
+  // --print-config's TOML reads back to the same settings.
+  const EngineConfig back = parse_engine_config_toml(c.to_toml(), "printed.toml");
+  EXPECT_EQ(back.device, "cuda");
+  EXPECT_EQ(back.load_format, "dummy");
+  EXPECT_DOUBLE_EQ(back.gpu_memory_utilization, 0.5);
+  EXPECT_EQ(back.tokenizer, "models/llama3-tokenizer");
+}
+
+TEST(EngineConfig, BadBackendSettingsNameTheFlag) {
+  for (const auto& [set, flag] : std::vector<std::pair<std::function<void(EngineConfig&)>, std::string>>{
+           {[](EngineConfig& c) { c.device = "tpu"; }, "device"},
+           {[](EngineConfig& c) { c.load_format = "pt"; }, "load-format"},
+           {[](EngineConfig& c) { c.gpu_memory_utilization = 0.0; }, "gpu-memory-utilization"},
+           {[](EngineConfig& c) { c.gpu_memory_utilization = 1.5; }, "gpu-memory-utilization"}}) {
+    EngineConfig c;
+    set(c);
+    EXPECT_NE(error_of([&] { c.validate(); }).find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[engine]\ngpu_memory_utilization = \"most\"\n", "a.toml"); })
+                .find("engine.gpu_memory_utilization"), std::string::npos);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/cuda_weights.h"
 #include "core/half.h"
+#include "cuda/test_util.h"
 #include "engine/engine.h"
 
 namespace optimate {
@@ -77,7 +78,27 @@ EngineConfig engine_config() {
   return e;
 }
 
-Engine make_engine(const LoadedModel& m, bool gpu) {
+// Counts the steps that sampled on the device, so the tests know that path ran.
+class CountingRunner final : public ModelRunner {
+ public:
+  CountingRunner(std::unique_ptr<ModelRunner> inner, int64_t* device_steps)
+      : inner_(std::move(inner)), device_steps_(device_steps) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  void forward(const ForwardBatch& batch, std::vector<float>& logits) override { inner_->forward(batch, logits); }
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override {
+    const bool ran = inner_->forward_sample(batch, rows, token_ids);
+    *device_steps_ += ran;
+    return ran;
+  }
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+  int64_t* device_steps_;
+};
+
+Engine make_engine(const LoadedModel& m, bool gpu, int64_t* device_steps = nullptr) {
   EngineParts parts;
   if (gpu) {
     cuda::CudaRunnerOptions o;
@@ -86,7 +107,7 @@ Engine make_engine(const LoadedModel& m, bool gpu) {
     o.max_model_len = 1024;
     o.num_kv_blocks = kBlocks;
     o.gpu_memory_utilization = 0.5;
-    parts.runner = std::make_unique<cuda::CudaModelRunner>(m, o);
+    parts.runner = std::make_unique<CountingRunner>(std::make_unique<cuda::CudaModelRunner>(m, o), device_steps);
   } else {
     cpu::CpuRunnerOptions o;
     o.num_kv_blocks = kBlocks;
@@ -120,14 +141,17 @@ Tokens run(Engine& engine, float temperature) {
 }
 
 TEST(EngineOnCuda, GreedyTokensEqualTheCpuEngine) {
+  OPTIMATE_REQUIRE_GPU();
   const LoadedModel m = decisive_model();
   Engine cpu_engine = make_engine(m, false);
-  Engine gpu_engine = make_engine(m, true);
+  int64_t device_steps = 0;
+  Engine gpu_engine = make_engine(m, true, &device_steps);
   const Tokens want = run(cpu_engine, 0.0f);
   const Tokens got = run(gpu_engine, 0.0f);
   ASSERT_EQ(got.size(), 40u);
   for (const auto& [id, tokens] : want) EXPECT_EQ(got.at(id), tokens) << id;
   EXPECT_EQ(gpu_engine.scheduler().kv().pool().num_free_blocks(), kBlocks);
+  EXPECT_GT(device_steps, 0) << "every step here can sample on the GPU";
 }
 
 TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
@@ -135,9 +159,11 @@ TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
   // random numbers, but from bf16-computed logits, so a draw near a CDF step may differ (and
   // then the rest of that sequence): about 1.5% of draws did on an H200. A wrong seed or output
   // index would make nearly every first draw differ.
+  OPTIMATE_REQUIRE_GPU();
   const LoadedModel m = decisive_model();
   Engine cpu_engine = make_engine(m, false);
-  Engine gpu_engine = make_engine(m, true);
+  int64_t device_steps = 0;
+  Engine gpu_engine = make_engine(m, true, &device_steps);
   const Tokens want = run(cpu_engine, 8.0f);
   const Tokens got = run(gpu_engine, 8.0f);
   int equal = 0, equal_first = 0;
@@ -150,6 +176,7 @@ TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
   EXPECT_GE(equal_first, 36) << "of 40 first draws";
   EXPECT_GE(equal, 20) << "of 40 whole sequences";
   EXPECT_GE(static_cast<int>(firsts.size()), 10) << "the draws must not all be the argmax";
+  EXPECT_GT(device_steps, 0) << "the fused GPU sampler drew these";
 }
 
 }  // namespace

@@ -108,12 +108,23 @@ TEST(DeviceSampling, SameTokensAsHostSamplingWithEveryStepOnTheDevice) {
   }
 }
 
+TEST(DeviceSampling, MinTokensWithNothingToSuppressStaysOnTheDevice) {
+  std::vector<SamplingParams> params = {sampled(0.8f, 7), sampled(0.0f, 8)};
+  params[0].min_tokens = 6;  // ignore_eos and no stop ids: nothing is suppressed
+  const RunOutcome device = run_engine(true, params);
+  EXPECT_EQ(device.host_steps, 0);
+  EXPECT_EQ(device.results.at({"r0", 0}).tokens, run_engine(false, params).results.at({"r0", 0}).tokens);
+}
+
 TEST(DeviceSampling, RowsTheDeviceCannotDrawGoThroughTheHostSampler) {
   for (int kind = 0; kind < 3; ++kind) {
     std::vector<SamplingParams> params = {sampled(0.8f, 7), sampled(0.0f, 8)};
     if (kind == 0) params[0].logprobs = 2;
     if (kind == 1) params[0].repetition_penalty = 1.3f;
-    if (kind == 2) params[0].min_tokens = 4;
+    if (kind == 2) {  // EOS is suppressed below min_tokens
+      params[0].min_tokens = 4;
+      params[0].ignore_eos = false;
+    }
     const RunOutcome host = run_engine(false, params);
     const RunOutcome device = run_engine(true, params);
     EXPECT_GT(device.host_steps, 0) << kind;

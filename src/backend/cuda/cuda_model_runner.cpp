@@ -64,41 +64,52 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
 
 namespace {
 
-// Fails on memory before gigabytes of weights are copied or generated.
-void check_memory_fits(const ModelConfig& c, const CudaRunnerOptions& options) {
-  OPTIMATE_CUDA_CHECK(cudaSetDevice(options.device));
+// Splits the card's memory for config under options: weights (already allocated when
+// `weights_resident`, so counted among the used bytes), activations, then the KV pool.
+MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
+                    bool weights_resident, int num_sms) {
   check_supported(c);
+  if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
+    fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
+         "max_num_batched_tokens {} must be positive", options.block_size, options.max_num_seqs,
+         options.max_num_batched_tokens);
   size_t free_b = 0, total_b = 0;
   OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  int sms = 0;
-  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, options.device));
   const int64_t len = resolve_max_model_len(c, options);
   const int64_t kv_block_bytes = c.num_layers * 2 * c.num_kv_heads * options.block_size * c.head_dim * 2;
-  plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), false,
-               options.gpu_memory_utilization, cuda_weight_bytes(c),
-               runner_activation_bytes(c, options, sms, len), kv_block_bytes,
-               (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+  return plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), weights_resident,
+                      options.gpu_memory_utilization, weight_bytes,
+                      runner_activation_bytes(c, options, num_sms, len), kv_block_bytes,
+                      (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+}
+
+int device_sms(int device) {
+  OPTIMATE_CUDA_CHECK(cudaSetDevice(device));
+  int sms = 0;
+  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
 }
 
 }  // namespace
 
 CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
     : state_(std::make_unique<State>()) {
-  check_memory_fits(model.config, options);
+  // Fails on memory before gigabytes of weights are copied.
+  plan_for(model.config, options, cuda_weight_bytes(model.config), false, device_sms(options.device));
   CudaModelRunner tmp(upload_weights(model), options);
   state_ = std::move(tmp.state_);
 }
 
 std::unique_ptr<CudaModelRunner> CudaModelRunner::with_dummy_weights(const ModelConfig& config, uint64_t seed,
                                                                      const CudaRunnerOptions& options) {
-  check_memory_fits(config, options);
+  plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
   return std::make_unique<CudaModelRunner>(make_dummy_weights(config, seed), options);
 }
 
 int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
+    cudaGetLastError();  // reset the "no device" error so later calls do not report it
     return 0;
   }
   return n;
@@ -107,27 +118,13 @@ int cuda_device_count() {
 CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
-  OPTIMATE_CUDA_CHECK(cudaSetDevice(options.device));
+  st.num_sms = device_sms(options.device);
   st.options = options;
   st.config = weights.config;
   st.weights = std::move(weights);
   const ModelConfig& c = st.config;
-  check_supported(c);
-  if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
-    fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
-         "max_num_batched_tokens {} must be positive", options.block_size, options.max_num_seqs,
-         options.max_num_batched_tokens);
-  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&st.num_sms, cudaDevAttrMultiProcessorCount,
-                                             options.device));
   const int64_t len = resolve_max_model_len(c, options);
-
-  size_t free_b = 0, total_b = 0;
-  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const int64_t kv_block_bytes = c.num_layers * 2 * c.num_kv_heads * options.block_size * c.head_dim * 2;
-  st.plan = plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), true,
-                         options.gpu_memory_utilization, static_cast<int64_t>(st.weights.bytes()),
-                         runner_activation_bytes(c, options, st.num_sms, len), kv_block_bytes,
-                         (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+  st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms);
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
   st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim, 16};
@@ -293,9 +290,9 @@ bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const 
   token_ids.resize(static_cast<size_t>(n));
   const int32_t* drawn = st.greedy.get();
   if (!all_greedy && n > 0) {
+    st.timer.mark(Stage::kSampling, st.stream);
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging, n * sizeof(GpuSampleRow),
                                         cudaMemcpyHostToDevice, st.stream));
-    st.timer.mark(Stage::kSampling, st.stream);
     sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n,
                       st.config.vocab_size, st.stream);
     drawn = st.sampled.get();

@@ -28,10 +28,10 @@ struct CudaRunnerOptions {
   int64_t max_graph_batch = 256;
   bool tensor_core_prefill = true;  // prefill chunks on the tiled tensor-core kernel
   // Steps of at most fused_decode_max_rows tokens run RMSNorm, RoPE + KV write, SiLU*mul and
-  // the residual adds inside the small-m GEMV (four weight-streaming launches per layer). Each
-  // GEMV block normalises its input rows itself, which costs more per row than it saves past two
-  // rows: whole decode steps of 4 and 8 rows took 7.9 and 13.9 ms fused against 5.4 ms for 16
-  // rows unfused (bench --calibrate on an H200).
+  // the residual adds inside the small-m GEMV (four weight-streaming launches per layer). Past
+  // two rows it loses: decode steps of 3, 4 and 8 rows took 7.9, 7.9 and 13.7 ms fused against
+  // 5.3, 5.3 and 5.6 ms unfused on an H200 (2 rows: 5.4 fused, 5.8 unfused); why its time grows
+  // so with the rows is not yet profiled.
   bool fused_decode = true;
   int64_t fused_decode_max_rows = 2;
 };
