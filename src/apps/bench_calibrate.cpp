@@ -53,15 +53,18 @@ void run_calibration(const CalibrateArgs& a) {
   o.max_num_seqs = ec.max_num_seqs;
   o.max_num_batched_tokens = ec.max_num_batched_tokens;
   o.max_model_len = ec.max_model_len;
-  std::fprintf(stderr, "Probing %s ...\n", o.device.c_str());
-  o.peaks = bench::measure_cpu_peaks(threads);
-  std::fprintf(stderr, "  %s\n  %s\n", o.peaks->bandwidth_method.c_str(), o.peaks->flops_method.c_str());
+  o.probe_peaks = [threads] {
+    const bench::PeakProbe p = bench::measure_cpu_peaks(threads);
+    std::fprintf(stderr, "Peaks: %.2f GB/s copy, %.1f GFLOP/s matmul\n", p.memory_bandwidth_bytes_per_s * 1e-9,
+                 p.peak_flops * 1e-9);
+    return p;
+  };
 
-  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o,
-                                                [](size_t i, size_t n, const bench::MeasuredShape& m) {
-                                                  std::fprintf(stderr, "[%zu/%zu] %-32s %10.2f ms\n", i + 1, n,
-                                                               m.shape.name.c_str(), m.median_s * 1e3);
-                                                });
+  auto progress = [&o](int pass, int passes, double seconds) {
+    std::fprintf(stderr, "pass %d/%d over the grid (%s): %.1f s\n", pass, passes, pass <= o.warmup ? "warm-up" : "timed",
+                 seconds);
+  };
+  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o, progress);
   if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty())
     std::filesystem::create_directories(dir);
   std::ofstream out(a.out, std::ios::binary);
