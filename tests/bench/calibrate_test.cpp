@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,8 @@
 namespace optimate::bench {
 namespace {
 
-const std::string kH200 = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profiles/h200-llama3-8b.json";
+const std::string kProfiles = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profiles/";
+const std::string kH200 = kProfiles + "h200-llama3-8b.json";
 
 // SmolLM2-135M's shape with CPU-like figures, all chosen here.
 CostProfile cpu_like_profile() {
@@ -170,6 +172,28 @@ TEST(Calibrate, ProfileJsonLoadsBackWithItsCalibration) {
   EXPECT_GT(c.measured.size(), 20u);
   const std::string table = render_calibration(c);
   EXPECT_NE(table.find("| decode 1 seqs @64 | 1 | 1 |"), std::string::npos) << table;
+}
+
+// The shipped CPU profile still predicts what it recorded: a change to the cost model that
+// would make it stale fails here (recalibrate with the command in its sources).
+TEST(Calibrate, ShippedCpuProfileMatchesItsRecordedPredictions) {
+  const std::string path = kProfiles + "cpu-smollm2.json";
+  const CostModel model(load_cost_profile(path));
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const CalibrationGrid grid = make_calibration_grid({64, 2048, model.profile().model.max_position_embeddings,
+                                                      model.profile().num_kv_blocks, model.profile().block_size});
+  ASSERT_EQ(j["calibration"]["points"].size(), grid.shapes.size());
+  double abs_error_sum = 0.0;
+  for (const nlohmann::json& point : j["calibration"]["points"]) {
+    auto shape = std::find_if(grid.shapes.begin(), grid.shapes.end(),
+                              [&](const GridShape& s) { return s.name == point["name"]; });
+    ASSERT_NE(shape, grid.shapes.end()) << point["name"];
+    const double predicted = point["predicted_s"].get<double>(), measured = point["measured_s"].get<double>();
+    EXPECT_NEAR(model.step_cost(shape->seqs).seconds, predicted, 1e-9 + 1e-9 * predicted) << shape->name;
+    abs_error_sum += std::abs(predicted - measured) / measured * 100.0;
+  }
+  EXPECT_NEAR(j["calibration"]["mean_abs_error_pct"].get<double>(), abs_error_sum / double(grid.shapes.size()), 1e-6);
 }
 
 TEST(Calibrate, GridStaysInsideTheKvCacheAndSaysWhatItSkipped) {
