@@ -33,6 +33,8 @@ void run_calibration(const CalibrateArgs& a) {
   if (a.out.empty()) fail(ErrorCode::kInvalidArgument, "--calibrate needs --out FILE.json, the profile to write");
   if (a.config.find(',') != std::string::npos)
     fail(ErrorCode::kInvalidArgument, "--calibrate measures one configuration; got --compare {}", a.config);
+  if (!a.workload.empty() || !a.sweep.empty())
+    fail(ErrorCode::kInvalidArgument, "--calibrate runs no workload: drop --workload and --sweep");
   for (const std::string& s : a.sets)
     if (bench::split_assignment(s).first.rfind("workload.", 0) == 0)
       fail(ErrorCode::kInvalidArgument, "--set {}: --calibrate runs no workload", s);

@@ -97,7 +97,7 @@ void run_bench(const BenchOptions& o) {
   if (!o.url.empty())
     fail(ErrorCode::kUnsupported, "--url (benchmarking a live HTTP server) is not built yet; use --backend cpu|sim");
   if (o.calibrate) {
-    run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets});
+    run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets, o.workload, o.sweep});
     return;
   }
   if (o.backend != "cpu" && o.backend != "sim")
