@@ -33,6 +33,8 @@ void run_calibration(const CalibrateArgs& a) {
   if (a.out.empty()) fail(ErrorCode::kInvalidArgument, "--calibrate needs --out FILE.json, the profile to write");
   if (a.config.find(',') != std::string::npos)
     fail(ErrorCode::kInvalidArgument, "--calibrate measures one configuration; got --compare {}", a.config);
+  if (!a.workload.empty() || !a.sweep.empty())
+    fail(ErrorCode::kInvalidArgument, "--calibrate runs no workload: drop --workload and --sweep");
   for (const std::string& s : a.sets)
     if (bench::split_assignment(s).first.rfind("workload.", 0) == 0)
       fail(ErrorCode::kInvalidArgument, "--set {}: --calibrate runs no workload", s);
@@ -61,20 +63,24 @@ void run_calibration(const CalibrateArgs& a) {
     o.weight_bits = 32.0;
     o.kv_bytes_per_element = 4.0;
     o.storage_note = "the CPU backend widens the GGUF's weights to fp32 at load and keeps its KV cache in fp32";
-    std::fprintf(stderr, "Probing %s ...\n", o.device.c_str());
-    o.peaks = bench::measure_cpu_peaks(threads);
-    std::fprintf(stderr, "  %s\n  %s\n", o.peaks->bandwidth_method.c_str(), o.peaks->flops_method.c_str());
+    o.probe_peaks = [threads] {
+      const bench::PeakProbe p = bench::measure_cpu_peaks(threads);
+      std::fprintf(stderr, "Peaks: %.2f GB/s copy, %.1f GFLOP/s matmul\n", p.memory_bandwidth_bytes_per_s * 1e-9,
+                   p.peak_flops * 1e-9);
+      return p;
+    };
   }
 
-  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o,
-                                                [](size_t i, size_t n, const bench::MeasuredShape& m) {
-                                                  std::fprintf(stderr, "[%zu/%zu] %-32s %10.2f ms\n", i + 1, n,
-                                                               m.shape.name.c_str(), m.median_s * 1e3);
-                                                });
+  auto progress = [&o](int pass, int passes, double seconds) {
+    std::fprintf(stderr, "pass %d/%d over the grid (%s): %.1f s\n", pass, passes, pass <= o.warmup ? "warm-up" : "timed",
+                 seconds);
+  };
+  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o, progress);
   if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty())
     std::filesystem::create_directories(dir);
   std::ofstream out(a.out, std::ios::binary);
   out << bench::calibration_to_json(c);
+  out.close();
   if (!out) fail(ErrorCode::kInvalidArgument, "cannot write {}", a.out);
   std::fputs(bench::render_calibration(c).c_str(), stdout);
   std::fprintf(stdout, "\nProfile written to %s\n", a.out.c_str());

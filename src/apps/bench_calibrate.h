@@ -13,6 +13,7 @@ struct CalibrateArgs {
   std::string model;              // overrides engine.model when set
   std::string out;                // the profile JSON to write
   std::vector<std::string> sets;  // engine overrides (KEY=VALUE), as for a benchmark
+  std::string workload, sweep;    // must be empty: a calibration runs no workload
 };
 
 void run_calibration(const CalibrateArgs& args);

@@ -98,7 +98,7 @@ std::vector<Variant> plan_variants(const BenchOptions& o) {
 
 void run_bench(const BenchOptions& o) {
   if (o.calibrate) {
-    run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets});
+    run_calibration({o.backend, o.compare, o.model, o.out_dir, o.sets, o.workload, o.sweep});
     return;
   }
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda" && o.backend != "sim")

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -41,12 +42,19 @@ void fill_sources(Calibration& c) {
       m.num_layers, m.hidden_size, m.intermediate_size, m.num_heads, m.num_kv_heads, m.head_dim, m.vocab_size,
       o.storage_note);
   s["calibration"] = fmt::format(
-      "`{}` on {}, {}: {} grid points, {} untimed warm-up and the median of {} timed "
-      "forwards each; mean absolute error of the fitted model {:.1f}% (the calibration object "
-      "lists every point)",
+      "`{}` on {}, {}: {} grid points; {} untimed and {} timed passes over the grid, each point's median "
+      "kept; mean absolute error of the fitted model {:.1f}% (the calibration object lists every point)",
       o.command, c.date, o.device, c.measured.size(), o.warmup, o.repeats, f.mean_abs_error_pct);
-  s["memory_bandwidth_bytes_per_s"] = o.peaks ? o.peaks->bandwidth_method : "no probe";
-  s["peak_flops"] = o.peaks ? o.peaks->flops_method : "no probe";
+  if (c.peaks_before && c.peaks_after) {
+    const PeakProbe &a = *c.peaks_before, &b = *c.peaks_after;
+    s["memory_bandwidth_bytes_per_s"] =
+        fmt::format("{:.2f} GB/s, the better of two probes (before / after the grid: {:.2f} / {:.2f}): {}",
+                    p.memory_bandwidth_bytes_per_s * 1e-9, a.memory_bandwidth_bytes_per_s * 1e-9,
+                    b.memory_bandwidth_bytes_per_s * 1e-9, a.bandwidth_method);
+    s["peak_flops"] =
+        fmt::format("{:.1f} GFLOP/s, the better of two probes (before / after the grid: {:.1f} / {:.1f}): {}",
+                    p.peak_flops * 1e-9, a.peak_flops * 1e-9, b.peak_flops * 1e-9, a.flops_method);
+  }
   for (const std::string& note : f.notes) {
     const std::string key = note.substr(0, note.find(':'));
     s[key] += (s[key].empty() ? "" : "; ") + note.substr(note.find(':') + 2);
@@ -58,11 +66,15 @@ void fill_sources(Calibration& c) {
          fmt::format("fit: weights stream at {:.2f} GB/s where they bound the step ({})", f.weight_bytes_per_s * 1e-9,
                      point_names(f, [](const FittedPoint& x) { return !x.gemm_compute_bound; })));
   fitted("gemm_compute_efficiency",
-         fmt::format("fit: {:.1f} GFLOP/s where FLOPs bound the step ({})", f.flops_per_s * 1e-9,
+         fmt::format("fit: GEMMs at {:.1f} GFLOP/s where their FLOPs bound the step ({})", f.gemm_flops_per_s * 1e-9,
                      point_names(f, [](const FittedPoint& x) { return x.gemm_compute_bound; })));
   fitted("attention_bandwidth_efficiency",
-         fmt::format("fit: KV read at {:.2f} GB/s (the term grows with context: the long-context decodes carry it)",
-                     f.kv_bytes_per_s * 1e-9));
+         fmt::format("fit: KV read at {:.2f} GB/s where KV reads bound attention ({}; the term grows with context)",
+                     f.kv_bytes_per_s * 1e-9,
+                     point_names(f, [](const FittedPoint& x) { return !x.attention_compute_bound; })));
+  fitted("attention_compute_efficiency",
+         fmt::format("fit: attention at {:.1f} GFLOP/s where its FLOPs bound it ({})", f.attention_flops_per_s * 1e-9,
+                     point_names(f, [](const FittedPoint& x) { return x.attention_compute_bound; })));
   fitted("step_overhead_s", "fit: the step time's constant part beyond the roofline (least squares on relative error)");
   fitted("per_seq_overhead_s", "fit: the step time's growth per sequence beyond the roofline");
   s["num_kv_blocks"] =
@@ -85,7 +97,9 @@ Calibration calibrate(ModelRunner& runner, const Clock& clock, const Calibration
   Calibration c;
   c.options = options;
   c.skipped = grid.skipped;
+  if (options.probe_peaks) c.peaks_before = options.probe_peaks();
   c.measured = measure_grid(runner, clock, grid.shapes, options.warmup, options.repeats, progress);
+  if (options.probe_peaks) c.peaks_after = options.probe_peaks();
   c.date = utc_now();
 
   CostProfile base;
@@ -94,9 +108,10 @@ Calibration calibrate(ModelRunner& runner, const Clock& clock, const Calibration
   base.model = runner.config();
   base.weight_bits = options.weight_bits;
   base.kv_bytes_per_element = options.kv_bytes_per_element;
-  if (options.peaks) {
-    base.memory_bandwidth_bytes_per_s = options.peaks->memory_bandwidth_bytes_per_s;
-    base.peak_flops = options.peaks->peak_flops;
+  if (c.peaks_before && c.peaks_after) {
+    base.memory_bandwidth_bytes_per_s =
+        std::max(c.peaks_before->memory_bandwidth_bytes_per_s, c.peaks_after->memory_bandwidth_bytes_per_s);
+    base.peak_flops = std::max(c.peaks_before->peak_flops, c.peaks_after->peak_flops);
   }
   base.num_kv_blocks = kv.num_blocks;
   base.block_size = kv.block_size;
@@ -133,7 +148,8 @@ std::string calibration_to_json(const Calibration& c) {
                       {"achieved",
                        {{"weight_bytes_per_s", c.fit.weight_bytes_per_s},
                         {"kv_bytes_per_s", c.fit.kv_bytes_per_s},
-                        {"flops_per_s", c.fit.flops_per_s}}},
+                        {"gemm_flops_per_s", c.fit.gemm_flops_per_s},
+                        {"attention_flops_per_s", c.fit.attention_flops_per_s}}},
                       {"mean_abs_error_pct", c.fit.mean_abs_error_pct},
                       {"points", points},
                       {"skipped", c.skipped}};
@@ -156,7 +172,8 @@ std::string render_calibration(const Calibration& c) {
   out +=
       fmt::format("- memory bandwidth {:.2f} GB/s; weights at {:.3f} of it, KV at {:.3f}\n",
                   p.memory_bandwidth_bytes_per_s * 1e-9, p.gemm_bandwidth_efficiency, p.attention_bandwidth_efficiency);
-  out += fmt::format("- peak {:.1f} GFLOP/s; GEMMs at {:.3f} of it\n", p.peak_flops * 1e-9, p.gemm_compute_efficiency);
+  out += fmt::format("- peak {:.1f} GFLOP/s; GEMMs at {:.3f} of it, attention at {:.3f}\n", p.peak_flops * 1e-9,
+                     p.gemm_compute_efficiency, p.attention_compute_efficiency);
   out += fmt::format("- overhead {:.3f} ms per step + {:.4f} ms per sequence\n", p.step_overhead_s * 1e3,
                      p.per_seq_overhead_s * 1e3);
   for (const std::string& n : c.fit.notes) out += "- " + n + "\n";

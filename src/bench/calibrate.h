@@ -3,6 +3,7 @@
 // per-point residuals that show how far to trust it.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,7 +24,9 @@ struct CalibrationOptions {
   double weight_bits = 16.0;
   double kv_bytes_per_element = 2.0;
   std::string storage_note;
-  std::optional<PeakProbe> peaks;  // nullopt: peaks are the best rates the backend reaches
+  // Measures the machine's peaks; run before and after the grid, the better of each is kept.
+  // Empty: the peaks are the best rates the backend reaches.
+  std::function<PeakProbe()> probe_peaks;
   // The engine's limits; the KV capacity comes from the runner itself.
   int64_t max_num_seqs = 0;
   int64_t max_num_batched_tokens = 0;
@@ -37,7 +40,8 @@ struct Calibration {
   std::vector<MeasuredShape> measured;
   std::vector<std::string> skipped;  // grid shapes the engine cannot run
   CalibrationOptions options;
-  std::string date;  // UTC, ISO 8601
+  std::optional<PeakProbe> peaks_before, peaks_after;  // the grid's
+  std::string date;                                    // UTC, ISO 8601
 };
 
 // `runner` must be idle (no engine stepping it): its KV cache is overwritten.

@@ -13,12 +13,12 @@
 namespace optimate::bench {
 namespace {
 
-// Unknowns: step overhead (s), per-sequence overhead (s), seconds per weight byte, per FLOP
-// (GEMM and attention alike), per KV byte.
-constexpr size_t kNumParams = 5;
+// Unknowns: step overhead (s), per-sequence overhead (s), seconds per weight byte, per GEMM
+// FLOP, per KV byte, per attention FLOP.
+constexpr size_t kNumParams = 6;
 using Params = std::array<double, kNumParams>;
 using Row = std::array<double, kNumParams>;
-constexpr size_t kStep = 0, kPerSeq = 1, kWeightByte = 2, kFlop = 3, kKvByte = 4;
+constexpr size_t kStep = 0, kPerSeq = 1, kWeightByte = 2, kGemmFlop = 3, kKvByte = 4, kAttentionFlop = 5;
 constexpr int kMaxRefinements = 20;
 
 // A point's workload in the cost model's units, which do not depend on the efficiencies.
@@ -32,8 +32,8 @@ struct Regime {
 };
 
 double predict(const Terms& p, const Params& k) {
-  return k[kStep] + k[kPerSeq] * p.seqs + std::max(k[kWeightByte] * p.weight_bytes, k[kFlop] * p.gemm_flops) +
-         std::max(k[kKvByte] * p.kv_bytes, k[kFlop] * p.attention_flops);
+  return k[kStep] + k[kPerSeq] * p.seqs + std::max(k[kWeightByte] * p.weight_bytes, k[kGemmFlop] * p.gemm_flops) +
+         std::max(k[kKvByte] * p.kv_bytes, k[kAttentionFlop] * p.attention_flops);
 }
 
 double objective(const std::vector<Terms>& pts, const Params& k) {
@@ -43,15 +43,18 @@ double objective(const std::vector<Terms>& pts, const Params& k) {
 }
 
 Regime regime_of(const Terms& p, const Params& k) {
-  return {k[kFlop] * p.gemm_flops > k[kWeightByte] * p.weight_bytes,
-          k[kFlop] * p.attention_flops > k[kKvByte] * p.kv_bytes};
+  return {k[kGemmFlop] * p.gemm_flops > k[kWeightByte] * p.weight_bytes,
+          k[kAttentionFlop] * p.attention_flops > k[kKvByte] * p.kv_bytes};
 }
 
 // The row of the linear model for a point on the given sides of the two maxima.
 Row row_of(const Terms& p, Regime r) {
-  return {1.0, p.seqs, r.gemm_compute ? 0.0 : p.weight_bytes,
-          (r.gemm_compute ? p.gemm_flops : 0.0) + (r.attention_compute ? p.attention_flops : 0.0),
-          r.attention_compute ? 0.0 : p.kv_bytes};
+  return {1.0,
+          p.seqs,
+          r.gemm_compute ? 0.0 : p.weight_bytes,
+          r.gemm_compute ? p.gemm_flops : 0.0,
+          r.attention_compute ? 0.0 : p.kv_bytes,
+          r.attention_compute ? p.attention_flops : 0.0};
 }
 
 // Least squares on the columns in `use` by Householder QR, each column scaled to unit norm
@@ -123,16 +126,26 @@ std::optional<Params> nonnegative_least_squares(const std::vector<Row>& a, const
   return best;
 }
 
-// Solves with every point's regime fixed; rows are divided by the measured time, so the fit
-// minimises relative errors and short decode steps count as much as long prefills.
-std::optional<Params> solve(const std::vector<Terms>& pts, const std::vector<Regime>& regimes) {
+// Solves with every point's regime fixed, each unknown at least its lower bound (a probed peak
+// caps a rate, so it floors the seconds per unit). Rows are divided by the measured time, so
+// the fit minimises relative errors and short decode steps count as much as long prefills.
+std::optional<Params> solve(const std::vector<Terms>& pts, const std::vector<Regime>& regimes, const Params& lower) {
   std::vector<Row> a;
+  std::vector<double> b;
   for (size_t i = 0; i < pts.size(); ++i) {
     Row r = row_of(pts[i], regimes[i]);
-    for (double& v : r) v /= pts[i].measured_s;
+    double rhs = 1.0;
+    for (size_t j = 0; j < kNumParams; ++j) {
+      r[j] /= pts[i].measured_s;
+      rhs -= r[j] * lower[j];
+    }
     a.push_back(r);
+    b.push_back(rhs);
   }
-  return nonnegative_least_squares(a, std::vector<double>(pts.size(), 1.0));
+  std::optional<Params> above = nonnegative_least_squares(a, b);
+  if (above)
+    for (size_t j = 0; j < kNumParams; ++j) (*above)[j] += lower[j];
+  return above;
 }
 
 std::vector<double> distinct_sorted(std::vector<double> v) {
@@ -141,7 +154,7 @@ std::vector<double> distinct_sorted(std::vector<double> v) {
   return v;
 }
 
-Params fit_params(const std::vector<Terms>& pts) {
+Params fit_params(const std::vector<Terms>& pts, const Params& lower) {
   // Each max() is decided by a threshold on the point's FLOPs per byte: try every split.
   std::vector<double> gemm_ratio, attention_ratio;
   for (const Terms& p : pts) {
@@ -164,7 +177,7 @@ Params fit_params(const std::vector<Terms>& pts) {
     for (size_t as = 0; as <= at.size(); ++as) {
       for (size_t i = 0; i < pts.size(); ++i)
         regimes[i] = {gs < g.size() && gemm_ratio[i] >= g[gs], as < at.size() && attention_ratio[i] >= at[as]};
-      consider(solve(pts, regimes));
+      consider(solve(pts, regimes, lower));
     }
   }
   if (!best)
@@ -172,7 +185,7 @@ Params fit_params(const std::vector<Terms>& pts) {
   // Refine: put each point on the side its fitted max() picks, and solve again.
   for (int it = 0; it < kMaxRefinements; ++it) {
     for (size_t i = 0; i < pts.size(); ++i) regimes[i] = regime_of(pts[i], *best);
-    if (!consider(solve(pts, regimes))) break;
+    if (!consider(solve(pts, regimes, lower))) break;
   }
   return *best;
 }
@@ -186,27 +199,23 @@ Terms terms_of(const CostModel& unit, const FitPoint& p) {
   return {double(p.seqs.size()), c.weight_bytes, c.gemm_flops, c.kv_bytes, c.attention_flops, p.measured_s};
 }
 
-// The peak a profile states: the probe's, raised to any better rate the backend reached.
-double peak_of(double probed, std::initializer_list<double> achieved, const char* what,
-               std::vector<std::string>& notes) {
-  const double best = std::max(achieved);
-  if (probed <= 0.0) {
-    notes.push_back(fmt::format("{}: no probe; set to the best rate the backend reached ({:.4g}/s), efficiency 1 there",
-                                what, best));
-    return best;
+// A rate the fit put no time beyond the lower bound on is at the peak.
+double efficiency(double rate, double peak, const char* what, std::vector<std::string>& notes) {
+  if (rate <= 0.0) {
+    notes.push_back(fmt::format("{}: no point shows this term; set to 1", what));
+    return 1.0;
   }
-  if (best > probed) {
-    notes.push_back(
-        fmt::format("{}: the backend reached {:.4g}/s, above the probe's {:.4g}/s; raised to it", what, best, probed));
-    return best;
-  }
-  return probed;
+  if (rate >= peak * (1.0 - 1e-9))
+    notes.push_back(fmt::format("{}: at the peak (the fit put no time on this term beyond it)", what));
+  return std::min(1.0, rate / peak);
 }
 
-double efficiency(double rate, double peak, const char* what, std::vector<std::string>& notes) {
-  if (rate > 0.0) return rate / peak;
-  notes.push_back(fmt::format("{}: no point was bound by this term, so the fit cannot see it; set to 1", what));
-  return 1.0;
+// The peak a profile states: the probe's, or without one the best rate the backend reached.
+double peak_of(double probed, double best, const char* what, std::vector<std::string>& notes) {
+  if (probed > 0.0) return probed;
+  if (best <= 0.0) fail(ErrorCode::kInvalidArgument, "calibration: no {} was probed and no point is bound by it", what);
+  notes.push_back(fmt::format("{}: no probe; the best rate the backend reached ({:.4g}/s)", what, best));
+  return best;
 }
 
 }  // namespace
@@ -216,31 +225,34 @@ FitResult fit_cost_profile(const CostProfile& base, const std::vector<FitPoint>&
     fail(ErrorCode::kInvalidArgument, "calibration fit needs at least {} points, got {}", kNumParams, points.size());
   CostProfile unit_profile = base;  // unit peaks and efficiencies: step_cost then yields bytes and FLOPs
   unit_profile.memory_bandwidth_bytes_per_s = unit_profile.peak_flops = 1.0;
+  unit_profile.gemm_bandwidth_efficiency = unit_profile.gemm_compute_efficiency = 1.0;
+  unit_profile.attention_bandwidth_efficiency = unit_profile.attention_compute_efficiency = 1.0;
   const CostModel unit(unit_profile);
   std::vector<Terms> pts;
   for (const FitPoint& p : points) pts.push_back(terms_of(unit, p));
-  const Params k = fit_params(pts);
+  Params lower{};
+  if (base.memory_bandwidth_bytes_per_s > 0.0)
+    lower[kWeightByte] = lower[kKvByte] = 1.0 / base.memory_bandwidth_bytes_per_s;
+  if (base.peak_flops > 0.0) lower[kGemmFlop] = lower[kAttentionFlop] = 1.0 / base.peak_flops;
+  const Params k = fit_params(pts, lower);
 
   FitResult out;
   auto rate = [](double seconds_per_unit) { return seconds_per_unit > 0.0 ? 1.0 / seconds_per_unit : 0.0; };
   out.weight_bytes_per_s = rate(k[kWeightByte]);
   out.kv_bytes_per_s = rate(k[kKvByte]);
-  out.flops_per_s = rate(k[kFlop]);
-  if (out.weight_bytes_per_s == 0.0 && out.kv_bytes_per_s == 0.0 && base.memory_bandwidth_bytes_per_s <= 0.0)
-    fail(ErrorCode::kInvalidArgument, "calibration: no point is bound by memory reads and no bandwidth was probed");
-  if (out.flops_per_s == 0.0 && base.peak_flops <= 0.0)
-    fail(ErrorCode::kInvalidArgument,
-         "calibration: no point is bound by FLOPs and no peak was probed; add longer prefills");
+  out.gemm_flops_per_s = rate(k[kGemmFlop]);
+  out.attention_flops_per_s = rate(k[kAttentionFlop]);
   CostProfile& p = out.profile = base;
   p.memory_bandwidth_bytes_per_s =
-      peak_of(base.memory_bandwidth_bytes_per_s, {out.weight_bytes_per_s, out.kv_bytes_per_s},
+      peak_of(base.memory_bandwidth_bytes_per_s, std::max(out.weight_bytes_per_s, out.kv_bytes_per_s),
               "memory_bandwidth_bytes_per_s", out.notes);
-  p.peak_flops = peak_of(base.peak_flops, {out.flops_per_s}, "peak_flops", out.notes);
-  p.gemm_bandwidth_efficiency =
-      efficiency(out.weight_bytes_per_s, p.memory_bandwidth_bytes_per_s, "gemm_bandwidth_efficiency", out.notes);
-  p.gemm_compute_efficiency = efficiency(out.flops_per_s, p.peak_flops, "gemm_compute_efficiency", out.notes);
-  p.attention_bandwidth_efficiency =
-      efficiency(out.kv_bytes_per_s, p.memory_bandwidth_bytes_per_s, "attention_bandwidth_efficiency", out.notes);
+  p.peak_flops =
+      peak_of(base.peak_flops, std::max(out.gemm_flops_per_s, out.attention_flops_per_s), "peak_flops", out.notes);
+  const double bw = p.memory_bandwidth_bytes_per_s, fl = p.peak_flops;
+  p.gemm_bandwidth_efficiency = efficiency(out.weight_bytes_per_s, bw, "gemm_bandwidth_efficiency", out.notes);
+  p.gemm_compute_efficiency = efficiency(out.gemm_flops_per_s, fl, "gemm_compute_efficiency", out.notes);
+  p.attention_bandwidth_efficiency = efficiency(out.kv_bytes_per_s, bw, "attention_bandwidth_efficiency", out.notes);
+  p.attention_compute_efficiency = efficiency(out.attention_flops_per_s, fl, "attention_compute_efficiency", out.notes);
   p.step_overhead_s = k[kStep];
   p.per_seq_overhead_s = k[kPerSeq];
 
@@ -251,11 +263,10 @@ FitResult fit_cost_profile(const CostProfile& base, const std::vector<FitPoint>&
     FittedPoint f{points[i], fitted.step_cost(points[i].seqs).seconds};
     f.error_pct = (f.predicted_s - points[i].measured_s) / points[i].measured_s * 100.0;
     const Terms& t = pts[i];
-    const double bw = p.memory_bandwidth_bytes_per_s, fl = p.peak_flops;
     f.gemm_compute_bound =
         t.gemm_flops / (fl * p.gemm_compute_efficiency) > t.weight_bytes / (bw * p.gemm_bandwidth_efficiency);
-    f.attention_compute_bound =
-        t.attention_flops / (fl * p.gemm_compute_efficiency) > t.kv_bytes / (bw * p.attention_bandwidth_efficiency);
+    f.attention_compute_bound = t.attention_flops / (fl * p.attention_compute_efficiency) >
+                                t.kv_bytes / (bw * p.attention_bandwidth_efficiency);
     abs_sum += std::abs(f.error_pct);
     out.points.push_back(std::move(f));
   }

@@ -92,53 +92,67 @@ CalibrationGrid make_calibration_grid(const GridLimits& l) {
   return grid;
 }
 
+namespace {
+
+// A shape's forward batch and the token ids and block tables it points into.
+struct PreparedShape {
+  std::vector<std::vector<int32_t>> tokens, tables;
+  ForwardBatch batch;
+};
+
+PreparedShape prepare(const GridShape& shape, const ModelRunner& runner) {
+  const KvCacheShape& kv = runner.kv_shape();
+  const ModelConfig& model = runner.config();
+  if (blocks_needed(shape, kv.block_size) > kv.num_blocks || longest_seq(shape) > model.max_position_embeddings)
+    fail(ErrorCode::kInvalidArgument,
+         "calibration shape '{}' needs {} KV blocks and {} positions; the runner has {} and {}", shape.name,
+         blocks_needed(shape, kv.block_size), longest_seq(shape), kv.num_blocks, model.max_position_embeddings);
+  PreparedShape p;
+  int32_t next_block = 0;
+  for (const SeqWork& w : shape.seqs) {
+    // Token ids are arbitrary valid ids: the cost of a step does not depend on them.
+    std::vector<int32_t>& t = p.tokens.emplace_back(w.num_new_tokens);
+    for (int64_t i = 0; i < w.num_new_tokens; ++i)
+      t[i] = static_cast<int32_t>(1 + (w.context_len + i) * 31 % (model.vocab_size - 1));
+    std::vector<int32_t>& table =
+        p.tables.emplace_back((w.context_len + w.num_new_tokens + kv.block_size - 1) / kv.block_size);
+    for (int32_t& b : table) b = next_block++;
+  }
+  // The inner vectors' buffers stay where they are when `p` moves, so the spans stay valid.
+  for (size_t s = 0; s < shape.seqs.size(); ++s)
+    p.batch.seqs.push_back({p.tokens[s], shape.seqs[s].context_len, p.tables[s], true});
+  return p;
+}
+
+}  // namespace
+
 std::vector<MeasuredShape> measure_grid(ModelRunner& runner, const Clock& clock, const std::vector<GridShape>& shapes,
                                         int warmup, int repeats, const GridProgressFn& progress) {
   if (repeats < 1 || warmup < 0)
     fail(ErrorCode::kInvalidArgument, "calibration needs repeats >= 1 and warmup >= 0, got {} and {}", repeats, warmup);
-  const KvCacheShape& kv = runner.kv_shape();
-  const ModelConfig& model = runner.config();
+  std::vector<PreparedShape> prepared;
+  for (const GridShape& shape : shapes) prepared.push_back(prepare(shape, runner));
   std::vector<MeasuredShape> out;
+  for (const GridShape& shape : shapes) out.push_back({shape, {}, 0.0});
+  // Whole passes over the grid rather than one shape's repeats in a row: a burst of other work
+  // on the machine then hits one run of a shape, which the median drops, not all of them.
   std::vector<float> logits;
+  // As the engine steps: greedy rows sampled on the device when the runner can.
   std::vector<int32_t> token_ids;
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const GridShape& shape = shapes[i];
-    if (blocks_needed(shape, kv.block_size) > kv.num_blocks || longest_seq(shape) > model.max_position_embeddings)
-      fail(ErrorCode::kInvalidArgument,
-           "calibration shape '{}' needs {} KV blocks and {} positions; the runner has {} and {}", shape.name,
-           blocks_needed(shape, kv.block_size), longest_seq(shape), kv.num_blocks, model.max_position_embeddings);
-    // Token ids are arbitrary valid ids: the cost of a step does not depend on them.
-    std::vector<std::vector<int32_t>> tokens, tables;
-    int32_t next_block = 0;
-    for (const SeqWork& w : shape.seqs) {
-      std::vector<int32_t>& t = tokens.emplace_back(w.num_new_tokens);
-      for (int64_t p = 0; p < w.num_new_tokens; ++p)
-        t[p] = static_cast<int32_t>(1 + (w.context_len + p) * 31 % (model.vocab_size - 1));
-      std::vector<int32_t>& table =
-          tables.emplace_back((w.context_len + w.num_new_tokens + kv.block_size - 1) / kv.block_size);
-      for (int32_t& b : table) b = next_block++;
-    }
-    ForwardBatch batch;
-    for (size_t s = 0; s < shape.seqs.size(); ++s)
-      batch.seqs.push_back({tokens[s], shape.seqs[s].context_len, tables[s], true});
-    // As the engine steps: greedy rows sampled on the device when the runner can.
-    const std::vector<SampleSpec> specs(shape.seqs.size(), SampleSpec{&greedy, 0, 0});
-    auto step = [&] {
-      if (!runner.forward_sample(batch, specs, token_ids)) runner.forward(batch, logits);
-    };
-    for (int w = 0; w < warmup; ++w) step();
-    MeasuredShape m{shape, {}, 0.0};
-    for (int r = 0; r < repeats; ++r) {
+  const int passes = warmup + repeats;
+  for (int pass = 0; pass < passes; ++pass) {
+    const int64_t pass_start = clock.now_ns();
+    for (size_t i = 0; i < prepared.size(); ++i) {
       const int64_t t0 = clock.now_ns();
-      step();
-      m.runs_s.push_back(static_cast<double>(clock.now_ns() - t0) * 1e-9);
+      const std::vector<SampleSpec> specs(prepared[i].batch.seqs.size(), SampleSpec{&greedy, 0, 0});
+      if (!runner.forward_sample(prepared[i].batch, specs, token_ids)) runner.forward(prepared[i].batch, logits);
+      if (pass >= warmup) out[i].runs_s.push_back(static_cast<double>(clock.now_ns() - t0) * 1e-9);
     }
-    m.median_s = percentile(m.runs_s, 50.0);
-    if (progress) progress(i, shapes.size(), m);
-    out.push_back(std::move(m));
+    if (progress) progress(pass + 1, passes, static_cast<double>(clock.now_ns() - pass_start) * 1e-9);
   }
+  for (MeasuredShape& m : out) m.median_s = percentile(m.runs_s, 50.0);
   return out;
 }
 

@@ -46,14 +46,14 @@ struct MeasuredShape {
   double median_s = 0.0;
 };
 
-// Called after each shape: (index, count, the measurement).
-using GridProgressFn = std::function<void(size_t, size_t, const MeasuredShape&)>;
+// Called after each pass over the grid: (pass from 1, passes including warm-up, its seconds).
+using GridProgressFn = std::function<void(int, int, double)>;
 
-// Runs each shape `warmup` times untimed, then `repeats` times timed on `clock`, and keeps the
-// median. Sequences write their KV into blocks of their own (block ids 0, 1, ... in shape
-// order), so the runner must be idle: no engine may be using its cache meanwhile. Errors
-// (kInvalidArgument): repeats < 1, warmup < 0, a shape needing more KV blocks or positions
-// than the runner has.
+// Runs `warmup` untimed passes over the shapes, then `repeats` passes timed on `clock`, and
+// keeps each shape's median. Sequences write their KV into blocks of their own (block ids 0,
+// 1, ... in shape order), so the runner must be idle: no engine may be using its cache
+// meanwhile. Errors (kInvalidArgument): repeats < 1, warmup < 0, a shape needing more KV
+// blocks or positions than the runner has.
 std::vector<MeasuredShape> measure_grid(ModelRunner& runner, const Clock& clock, const std::vector<GridShape>& shapes,
                                         int warmup, int repeats, const GridProgressFn& progress = {});
 

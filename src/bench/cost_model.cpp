@@ -14,9 +14,10 @@ CostModel::CostModel(CostProfile profile) : profile_(std::move(profile)) {
   const double h = double(m.hidden_size), kv = double(m.num_kv_heads * m.head_dim);
   const double q = double(m.num_heads * m.head_dim);
   const double per_layer = h * q + 2.0 * h * kv + q * h + 3.0 * h * double(m.intermediate_size);
-  // The LM head is a separate matrix, or the embedding read again when tied; either way every
-  // token multiplies through it.
-  matmul_params_ = double(m.num_layers) * per_layer + h * double(m.vocab_size);
+  // The LM head is a separate matrix, or the embedding read again when tied; either way it is
+  // read every step.
+  lm_head_params_ = h * double(m.vocab_size);
+  matmul_params_ = double(m.num_layers) * per_layer + lm_head_params_;
   weight_bytes_ = matmul_params_ * profile_.weight_bits / 8.0;
   kv_bytes_per_token_ = 2.0 * double(m.num_layers) * kv * profile_.kv_bytes_per_element;
 }
@@ -36,13 +37,14 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
     c.kv_bytes += kv_bytes_per_token_ * (ctx + 2.0 * n);  // read the context, write and read the chunk
   }
   c.weight_bytes = weight_bytes_;
-  c.gemm_flops = 2.0 * matmul_params_ * tokens;
+  // Only the row a token is sampled from goes through the LM head: one per sequence.
+  c.gemm_flops = 2.0 * (matmul_params_ - lm_head_params_) * tokens + 2.0 * lm_head_params_ * double(seqs.size());
   const double bw = p.memory_bandwidth_bytes_per_s, flops = p.peak_flops;
   // GEMMs and attention are separate kernels, each bound by its own roofline.
   const double gemm_s = std::max(c.weight_bytes / (bw * p.gemm_bandwidth_efficiency),
                                  c.gemm_flops / (flops * p.gemm_compute_efficiency));
   const double attn_s = std::max(c.kv_bytes / (bw * p.attention_bandwidth_efficiency),
-                                 c.attention_flops / (flops * p.gemm_compute_efficiency));
+                                 c.attention_flops / (flops * p.attention_compute_efficiency));
   c.seconds = p.step_overhead_s + p.per_seq_overhead_s * double(seqs.size()) + gemm_s + attn_s;
   return c;
 }
@@ -91,6 +93,9 @@ CostProfile load_cost_profile(const std::string& path) {
   get(j, "gemm_bandwidth_efficiency", p.gemm_bandwidth_efficiency, path);
   get(j, "gemm_compute_efficiency", p.gemm_compute_efficiency, path);
   get(j, "attention_bandwidth_efficiency", p.attention_bandwidth_efficiency, path);
+  p.attention_compute_efficiency = p.gemm_compute_efficiency;
+  if (j.contains("attention_compute_efficiency"))
+    get(j, "attention_compute_efficiency", p.attention_compute_efficiency, path);
   get(j, "step_overhead_s", p.step_overhead_s, path);
   get(j, "per_seq_overhead_s", p.per_seq_overhead_s, path);
   get(j, "num_kv_blocks", p.num_kv_blocks, path);
@@ -109,7 +114,8 @@ CostProfile load_cost_profile(const std::string& path) {
   positive(p.peak_flops, "peak_flops");
   for (auto [v, f] : {std::pair{p.gemm_bandwidth_efficiency, "gemm_bandwidth_efficiency"},
                       std::pair{p.gemm_compute_efficiency, "gemm_compute_efficiency"},
-                      std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"}})
+                      std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"},
+                      std::pair{p.attention_compute_efficiency, "attention_compute_efficiency"}})
     if (!(v > 0.0 && v <= 1.0)) fail(ErrorCode::kInvalidFile, "{}: \"{}\" must be in (0, 1]", path, f);
   if (p.step_overhead_s < 0 || p.per_seq_overhead_s < 0)
     fail(ErrorCode::kInvalidFile, "{}: overheads must be >= 0", path);
@@ -134,6 +140,7 @@ std::string cost_profile_to_json(const CostProfile& p) {
             {"gemm_bandwidth_efficiency", p.gemm_bandwidth_efficiency},
             {"gemm_compute_efficiency", p.gemm_compute_efficiency},
             {"attention_bandwidth_efficiency", p.attention_bandwidth_efficiency},
+            {"attention_compute_efficiency", p.attention_compute_efficiency},
             {"step_overhead_s", p.step_overhead_s},
             {"per_seq_overhead_s", p.per_seq_overhead_s},
             {"num_kv_blocks", p.num_kv_blocks},

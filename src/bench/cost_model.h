@@ -1,5 +1,6 @@
 // Step-time model of a backend: a roofline over the bytes a step must read (weights once per
-// step, each sequence's KV) and the FLOPs it must do (2 per weight per token, plus attention),
+// step, each sequence's KV) and the FLOPs it must do (2 per weight per token, the LM head on one
+// row per sequence, plus attention),
 // with a fixed overhead per step and per sequence. Its parameters come from a profile JSON
 // (profiles/*.json), written by hand from physical figures or by `optimate bench --calibrate`.
 #pragma once
@@ -25,6 +26,9 @@ struct CostProfile {
   double gemm_bandwidth_efficiency = 1.0;
   double gemm_compute_efficiency = 1.0;
   double attention_bandwidth_efficiency = 1.0;
+  // Attention FLOPs are not GEMMs on every backend (the CPU's run per token and head), so they
+  // get their own share of the peak. Optional in a profile: absent, it is the GEMMs' share.
+  double attention_compute_efficiency = 1.0;
   double step_overhead_s = 0.0;     // launch, scheduling and sampling per step
   double per_seq_overhead_s = 0.0;  // per sequence in the step (sampling, bookkeeping)
   int64_t num_kv_blocks = 0;        // KV cache capacity the engine gets
@@ -58,7 +62,8 @@ class CostModel {
  private:
   CostProfile profile_;
   double weight_bytes_ = 0.0;
-  double matmul_params_ = 0.0;  // weights each token multiplies through
+  double matmul_params_ = 0.0;   // weights read each step, LM head included
+  double lm_head_params_ = 0.0;  // of which the LM head, applied to one row per sequence
   double kv_bytes_per_token_ = 0.0;
 };
 

@@ -15,8 +15,8 @@ struct PeakProbe {
 
 // Copy bandwidth (bytes read + bytes written per second) of a 256 MiB buffer split across
 // `num_threads` threads, and the FLOP/s of a 512 x 2048 x 2048 fp32 matrix product through the
-// CPU backend's own matmul (cpu::linear: OpenBLAS split over OpenMP threads); best of several
-// runs each. num_threads 0: OpenMP's default, as the CPU runner takes it. Takes ~2 s.
+// CPU backend's own matmul (cpu::linear: OpenBLAS split over OpenMP threads); the best run of
+// each over a second. num_threads 0: OpenMP's default, as the CPU runner takes it. Takes ~3 s.
 PeakProbe measure_cpu_peaks(int num_threads);
 
 // "AMD EPYC, 2 cores (2 threads used)", from /proc/cpuinfo where it exists.

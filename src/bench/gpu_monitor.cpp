@@ -107,7 +107,7 @@ NvmlOpen open_nvml(const GpuSelector& selector, const std::string& library) {
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = dlerror();
-    return {nullptr, fmt::format("{} cannot be loaded ({}): no NVIDIA driver", library, why ? why : "unknown")};
+    return {nullptr, fmt::format("NVML unavailable: {}", why ? why : library + " cannot be loaded")};
   }
   auto probe = std::make_unique<NvmlProbe>(handle);
   if (std::string why = probe->open(selector); !why.empty()) return {nullptr, why};

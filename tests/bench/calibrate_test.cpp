@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,8 @@
 namespace optimate::bench {
 namespace {
 
-const std::string kH200 = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profiles/h200-llama3-8b.json";
+const std::string kProfiles = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profiles/";
+const std::string kH200 = kProfiles + "h200-llama3-8b.json";
 
 // SmolLM2-135M's shape with CPU-like figures, all chosen here.
 CostProfile cpu_like_profile() {
@@ -37,6 +39,7 @@ CostProfile cpu_like_profile() {
   p.gemm_bandwidth_efficiency = 0.8;
   p.gemm_compute_efficiency = 0.6;
   p.attention_bandwidth_efficiency = 0.5;
+  p.attention_compute_efficiency = 0.2;
   p.step_overhead_s = 2e-3;
   p.per_seq_overhead_s = 5e-5;
   p.num_kv_blocks = 1456;
@@ -52,7 +55,7 @@ CalibrationOptions options_for(const CostProfile& p, bool probe) {
   o.weight_bits = p.weight_bits;
   o.kv_bytes_per_element = p.kv_bytes_per_element;
   o.storage_note = "as the known profile";
-  if (probe) o.peaks = PeakProbe{p.memory_bandwidth_bytes_per_s, p.peak_flops, "known", "known"};
+  if (probe) o.probe_peaks = [p] { return PeakProbe{p.memory_bandwidth_bytes_per_s, p.peak_flops, "known", "known"}; };
   o.max_num_seqs = 64;
   o.max_num_batched_tokens = 2048;
   o.max_model_len = p.model.max_position_embeddings;
@@ -72,6 +75,8 @@ void expect_recovered(const CostProfile& known, const CostProfile& fit, double r
   EXPECT_NEAR(fit.gemm_compute_efficiency, known.gemm_compute_efficiency, rel * known.gemm_compute_efficiency);
   EXPECT_NEAR(fit.attention_bandwidth_efficiency, known.attention_bandwidth_efficiency,
               rel * known.attention_bandwidth_efficiency);
+  EXPECT_NEAR(fit.attention_compute_efficiency, known.attention_compute_efficiency,
+              rel * known.attention_compute_efficiency);
   EXPECT_NEAR(fit.step_overhead_s, known.step_overhead_s, rel * known.step_overhead_s);
   EXPECT_NEAR(fit.per_seq_overhead_s, known.per_seq_overhead_s, rel * known.per_seq_overhead_s);
 }
@@ -107,6 +112,7 @@ TEST(Calibrate, WithoutAProbeThePeaksAreTheBestRatesReached) {
   EXPECT_NEAR(fit.memory_bandwidth_bytes_per_s * fit.gemm_bandwidth_efficiency, 16e9, 16e9 * 0.01);
   EXPECT_NEAR(fit.memory_bandwidth_bytes_per_s * fit.attention_bandwidth_efficiency, 10e9, 10e9 * 0.01);
   EXPECT_NEAR(fit.peak_flops * fit.gemm_compute_efficiency, 60e9, 60e9 * 0.01);
+  EXPECT_NEAR(fit.peak_flops * fit.attention_compute_efficiency, 20e9, 20e9 * 0.01);
   EXPECT_DOUBLE_EQ(fit.gemm_compute_efficiency, 1.0);
   EXPECT_DOUBLE_EQ(fit.gemm_bandwidth_efficiency, 1.0);
 }
@@ -124,8 +130,30 @@ TEST(Calibrate, NoisyTimesStillGiveTheParametersWithinAFewPercent) {
   const FitResult fit = fit_cost_profile(base, points);
   EXPECT_NEAR(fit.profile.gemm_bandwidth_efficiency, 0.8, 0.8 * 0.03);
   EXPECT_NEAR(fit.profile.gemm_compute_efficiency, 0.6, 0.6 * 0.03);
+  EXPECT_NEAR(fit.profile.attention_compute_efficiency, 0.2, 0.2 * 0.05);
   EXPECT_NEAR(fit.profile.attention_bandwidth_efficiency, 0.5, 0.5 * 0.05);
   EXPECT_LT(fit.mean_abs_error_pct, 1.5);
+}
+
+TEST(Calibrate, AProbedPeakCapsEveryEfficiencyAtOne) {
+  // The probe claims less bandwidth than the weights actually stream at (16 GB/s).
+  const CostProfile known = cpu_like_profile();
+  EngineConfig config;
+  BuiltEngine sim = build_sim_engine(config, known, known.model.vocab_size);
+  CalibrationOptions o = options_for(known, true);
+  // Two probes, the better of which is kept.
+  int probes = 0;
+  o.probe_peaks = [&] { return PeakProbe{++probes == 1 ? 12e9 : 11e9, known.peak_flops, "low", "known"}; };
+  const FitResult fit = calibrate(idle_engine_runner(*sim.observer), *sim.clock, o).fit;
+  EXPECT_EQ(probes, 2);
+  EXPECT_DOUBLE_EQ(fit.profile.memory_bandwidth_bytes_per_s, 12e9);
+  EXPECT_DOUBLE_EQ(fit.profile.gemm_bandwidth_efficiency, 1.0);
+  for (double e : {fit.profile.gemm_compute_efficiency, fit.profile.attention_bandwidth_efficiency,
+                   fit.profile.attention_compute_efficiency})
+    EXPECT_LE(e, 1.0);
+  ASSERT_FALSE(fit.notes.empty());
+  EXPECT_EQ(fit.notes.front().rfind("gemm_bandwidth_efficiency: at the peak", 0), 0u) << fit.notes.front();
+  EXPECT_GT(fit.mean_abs_error_pct, 0.1);  // the cap costs accuracy, and it shows
 }
 
 TEST(Calibrate, ProfileJsonLoadsBackWithItsCalibration) {
@@ -144,6 +172,28 @@ TEST(Calibrate, ProfileJsonLoadsBackWithItsCalibration) {
   EXPECT_GT(c.measured.size(), 20u);
   const std::string table = render_calibration(c);
   EXPECT_NE(table.find("| decode 1 seqs @64 | 1 | 1 |"), std::string::npos) << table;
+}
+
+// The shipped CPU profile still predicts what it recorded: a change to the cost model that
+// would make it stale fails here (recalibrate with the command in its sources).
+TEST(Calibrate, ShippedCpuProfileMatchesItsRecordedPredictions) {
+  const std::string path = kProfiles + "cpu-smollm2.json";
+  const CostModel model(load_cost_profile(path));
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const CalibrationGrid grid = make_calibration_grid({64, 2048, model.profile().model.max_position_embeddings,
+                                                      model.profile().num_kv_blocks, model.profile().block_size});
+  ASSERT_EQ(j["calibration"]["points"].size(), grid.shapes.size());
+  double abs_error_sum = 0.0;
+  for (const nlohmann::json& point : j["calibration"]["points"]) {
+    auto shape = std::find_if(grid.shapes.begin(), grid.shapes.end(),
+                              [&](const GridShape& s) { return s.name == point["name"]; });
+    ASSERT_NE(shape, grid.shapes.end()) << point["name"];
+    const double predicted = point["predicted_s"].get<double>(), measured = point["measured_s"].get<double>();
+    EXPECT_NEAR(model.step_cost(shape->seqs).seconds, predicted, 1e-9 + 1e-9 * predicted) << shape->name;
+    abs_error_sum += std::abs(predicted - measured) / measured * 100.0;
+  }
+  EXPECT_NEAR(j["calibration"]["mean_abs_error_pct"].get<double>(), abs_error_sum / double(grid.shapes.size()), 1e-6);
 }
 
 TEST(Calibrate, GridStaysInsideTheKvCacheAndSaysWhatItSkipped) {
@@ -169,8 +219,8 @@ void expect_error(F&& f, const std::string& text) {
 
 TEST(Calibrate, BadInputsAreClearErrors) {
   const CostProfile known = cpu_like_profile();
-  expect_error([&] { fit_cost_profile(known, {{"a", {{1, 0}}, 0.01}}); }, "at least 5 points");
-  std::vector<FitPoint> points(5, FitPoint{"decode", {{1, 64}}, 0.03});
+  expect_error([&] { fit_cost_profile(known, {{"a", {{1, 0}}, 0.01}}); }, "at least 6 points");
+  std::vector<FitPoint> points(6, FitPoint{"decode", {{1, 64}}, 0.03});
   points[3].measured_s = -1.0;
   expect_error([&] { fit_cost_profile(known, points); }, "'decode': measured time -1 s is not a positive number");
   points[3] = {"empty", {}, 0.03};
