@@ -75,7 +75,7 @@ void run_calibration(const CalibrateArgs& a) {
     std::fprintf(stderr, "pass %d/%d over the grid (%s): %.1f s\n", pass, passes, pass <= o.warmup ? "warm-up" : "timed",
                  seconds);
   };
-  const bench::Calibration c = bench::calibrate(bench::idle_engine_runner(*built.observer), *built.clock, o, progress);
+  const bench::Calibration c = bench::calibrate(*built.observer, *built.clock, o, progress);
   if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty())
     std::filesystem::create_directories(dir);
   std::ofstream out(a.out, std::ios::binary);

@@ -32,7 +32,9 @@ struct BuiltEngine {
   std::unique_ptr<Engine> engine;
   std::shared_ptr<const Clock> clock;
   std::shared_ptr<FakeClock> fake_clock;  // set for the simulated backend
-  const ObservedRunner* observer = nullptr;
+  // The engine's runner, watched by the report and driven directly by --calibrate while the
+  // engine is idle.
+  ObservedRunner* observer = nullptr;
   std::string target;                     // "sim h200-llama3-8b", "cpu SmolLM2..."
 };
 

@@ -53,11 +53,4 @@ class ObservedRunner final : public ModelRunner {
   ForwardObservation last_;
 };
 
-// The runner behind an engine's observer, to drive directly while the engine is idle (a
-// calibration times its forwards). BuiltEngine hands the observer out read-only for watching
-// steps, but the engine owns it as a mutable object, so dropping the const is sound.
-inline ModelRunner& idle_engine_runner(const ObservedRunner& observer) {
-  return const_cast<ObservedRunner&>(observer);
-}
-
 }  // namespace optimate::bench

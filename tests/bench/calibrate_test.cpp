@@ -67,7 +67,7 @@ CalibrationOptions options_for(const CostProfile& p, bool probe) {
 Calibration calibrate_sim(const CostProfile& known, bool probe) {
   EngineConfig config;
   BuiltEngine sim = build_sim_engine(config, known, known.model.vocab_size);
-  return calibrate(idle_engine_runner(*sim.observer), *sim.clock, options_for(known, probe));
+  return calibrate(*sim.observer, *sim.clock, options_for(known, probe));
 }
 
 void expect_recovered(const CostProfile& known, const CostProfile& fit, double rel) {
@@ -144,7 +144,7 @@ TEST(Calibrate, AProbedPeakCapsEveryEfficiencyAtOne) {
   // Two probes, the better of which is kept.
   int probes = 0;
   o.probe_peaks = [&] { return PeakProbe{++probes == 1 ? 12e9 : 11e9, known.peak_flops, "low", "known"}; };
-  const FitResult fit = calibrate(idle_engine_runner(*sim.observer), *sim.clock, o).fit;
+  const FitResult fit = calibrate(*sim.observer, *sim.clock, o).fit;
   EXPECT_EQ(probes, 2);
   EXPECT_DOUBLE_EQ(fit.profile.memory_bandwidth_bytes_per_s, 12e9);
   EXPECT_DOUBLE_EQ(fit.profile.gemm_bandwidth_efficiency, 1.0);
@@ -228,7 +228,7 @@ TEST(Calibrate, BadInputsAreClearErrors) {
   expect_error([&] { make_calibration_grid({0, 2048, 8192, 100, 16}); }, "max_num_seqs must be >= 1");
   EngineConfig config;
   BuiltEngine sim = build_sim_engine(config, known, 100);
-  ModelRunner& runner = idle_engine_runner(*sim.observer);
+  ModelRunner& runner = *sim.observer;
   expect_error([&] { measure_grid(runner, *sim.clock, {}, 1, 0); }, "repeats >= 1");
   const GridShape too_long{"long", {{1, 8192}}};
   expect_error([&] { measure_grid(runner, *sim.clock, {too_long}, 0, 1); },
