@@ -6,8 +6,10 @@
 #include <string>
 
 #include <benchmark/benchmark.h>
+#include <cblas.h>
 
 #include "backend/cpu/cpu_model_runner.h"
+#include "backend/cpu/small_m_linear.h"
 #include "model/weights.h"
 
 namespace {
@@ -65,6 +67,51 @@ void BM_Decode(benchmark::State& state) {
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One decode step of `batch` sequences (2 threads), each at a 32-token context: the small
+// batches of continuous batching at low concurrency.
+void BM_DecodeBatch(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  const int64_t batch = state.range(0);
+  auto runner = make_runner(2);
+  const int64_t blocks_per_seq = kMaxContext / kBlockSize / batch;
+  std::vector<std::vector<int32_t>> tables(batch);
+  const auto ids = prompt(32);
+  std::vector<float> logits;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t k = 0; k < blocks_per_seq; ++k) tables[b].push_back(static_cast<int32_t>(b * blocks_per_seq + k));
+    runner->forward({.seqs = {{.token_ids = ids, .block_table = tables[b]}}}, logits);
+  }
+  const int32_t token = 42;
+  optimate::ForwardBatch step;
+  for (int64_t b = 0; b < batch; ++b)
+    step.seqs.push_back({.token_ids = std::span<const int32_t>(&token, 1), .start_pos = 32, .block_table = tables[b]});
+  for (auto _ : state) {
+    runner->forward(step, logits);
+    benchmark::DoNotOptimize(logits.data());
+  }
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeBatch)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One SmolLM2 gate/up-sized projection (1536 x 576) for a few tokens: the few-token kernel
+// against OpenBLAS sgemm on the same data, one thread, side by side.
+void BM_SmallMLinear(benchmark::State& state, bool kernel) {
+  const int64_t m = state.range(0), in = 576, out = 1536 * 8;  // 8 layers' worth: out of cache
+  std::vector<float> x(m * in, 0.5f), w(out * in, 0.25f), y(m * out);
+  for (auto _ : state) {
+    if (kernel) optimate::cpu::small_m_linear(x.data(), w.data(), y.data(), m, in, out, 0, out, false);
+    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(out),
+                     static_cast<blasint>(in), 1.0f, x.data(), static_cast<blasint>(in), w.data(),
+                     static_cast<blasint>(in), 0.0f, y.data(), static_cast<blasint>(out));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["weight GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * out * in * 4), benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_SmallMLinear, small_m_kernel, true)->Arg(2)->Arg(4)->Arg(8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SmallMLinear, openblas_sgemm, false)->Arg(2)->Arg(4)->Arg(8)->UseRealTime();
 
 // Prefills a 128-token prompt per iteration (logits of the last token only).
 void BM_Prefill128(benchmark::State& state) {

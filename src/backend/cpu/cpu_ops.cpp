@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_ops.h"
 
+#include "backend/cpu/small_m_linear.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -57,7 +59,9 @@ void linear(const float* x, const float* w, float* y, int64_t num_tokens, int64_
   auto run = [&](int64_t row0, int64_t rows) {
     if (rows <= 0) return;
     const float* ws = w + row0 * in_dim;
-    if (num_tokens == 1) {
+    if (num_tokens > 1 && num_tokens <= kSmallMaxTokens) {
+      small_m_linear(x, w, y, num_tokens, in_dim, out_dim, row0, rows, accumulate);
+    } else if (num_tokens == 1) {
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(in_dim),
                   1.0f, ws, static_cast<blasint>(in_dim), x, 1, beta, y + row0, 1);
     } else {

@@ -20,7 +20,8 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t num_token
               float eps, int num_threads = 1);
 
 // y[t, :] = x[t, :] @ w^T (+ y[t, :] when accumulate): w is a Linear weight [out_dim, in_dim].
-// One row goes through sgemv, more through sgemm. The output features are split across
+// One row goes through sgemv, 2 to kSmallMaxTokens rows through small_m_linear (one pass over
+// the weights), more through sgemm. The output features are split across
 // `num_threads` OpenMP threads, each calling single-threaded OpenBLAS on its slice of w: one
 // threading runtime for the whole forward pass, because OpenBLAS's own pthreads and OpenMP's
 // spin-waiting workers starve each other when cores are shared.
