@@ -140,18 +140,31 @@ Tokens run(Engine& engine, float temperature) {
   return out;
 }
 
+// The same requests on the CPU engine and the CUDA engine over the same weights.
+struct BothEngines {
+  Tokens cpu, gpu;
+  int64_t device_steps = 0;     // CUDA steps that sampled on the GPU
+  int64_t gpu_free_blocks = 0;  // after the run
+};
+
+BothEngines run_both(float temperature) {
+  const LoadedModel m = decisive_model();
+  BothEngines out;
+  Engine cpu_engine = make_engine(m, false);
+  Engine gpu_engine = make_engine(m, true, &out.device_steps);
+  out.cpu = run(cpu_engine, temperature);
+  out.gpu = run(gpu_engine, temperature);
+  out.gpu_free_blocks = gpu_engine.scheduler().kv().pool().num_free_blocks();
+  return out;
+}
+
 TEST(EngineOnCuda, GreedyTokensEqualTheCpuEngine) {
   OPTIMATE_REQUIRE_GPU();
-  const LoadedModel m = decisive_model();
-  Engine cpu_engine = make_engine(m, false);
-  int64_t device_steps = 0;
-  Engine gpu_engine = make_engine(m, true, &device_steps);
-  const Tokens want = run(cpu_engine, 0.0f);
-  const Tokens got = run(gpu_engine, 0.0f);
-  ASSERT_EQ(got.size(), 40u);
-  for (const auto& [id, tokens] : want) EXPECT_EQ(got.at(id), tokens) << id;
-  EXPECT_EQ(gpu_engine.scheduler().kv().pool().num_free_blocks(), kBlocks);
-  EXPECT_GT(device_steps, 0) << "every step here can sample on the GPU";
+  const BothEngines r = run_both(0.0f);
+  ASSERT_EQ(r.gpu.size(), 40u);
+  for (const auto& [id, tokens] : r.cpu) EXPECT_EQ(r.gpu.at(id), tokens) << id;
+  EXPECT_EQ(r.gpu_free_blocks, kBlocks);
+  EXPECT_GT(r.device_steps, 0) << "every step here can sample on the GPU";
 }
 
 TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
@@ -160,23 +173,18 @@ TEST(EngineOnCuda, SeededSamplingOnTheGpuFollowsTheCpuSampler) {
   // then the rest of that sequence): about 1.5% of draws did on an H200. A wrong seed or output
   // index would make nearly every first draw differ.
   OPTIMATE_REQUIRE_GPU();
-  const LoadedModel m = decisive_model();
-  Engine cpu_engine = make_engine(m, false);
-  int64_t device_steps = 0;
-  Engine gpu_engine = make_engine(m, true, &device_steps);
-  const Tokens want = run(cpu_engine, 8.0f);
-  const Tokens got = run(gpu_engine, 8.0f);
+  const BothEngines r = run_both(8.0f);
   int equal = 0, equal_first = 0;
   std::set<int32_t> firsts;
-  for (const auto& [id, tokens] : want) {
-    equal += got.at(id) == tokens;
-    equal_first += got.at(id).front() == tokens.front();
+  for (const auto& [id, tokens] : r.cpu) {
+    equal += r.gpu.at(id) == tokens;
+    equal_first += r.gpu.at(id).front() == tokens.front();
     firsts.insert(tokens.front());
   }
   EXPECT_GE(equal_first, 36) << "of 40 first draws";
   EXPECT_GE(equal, 20) << "of 40 whole sequences";
   EXPECT_GE(static_cast<int>(firsts.size()), 10) << "the draws must not all be the argmax";
-  EXPECT_GT(device_steps, 0) << "the fused GPU sampler drew these";
+  EXPECT_GT(r.device_steps, 0) << "the fused GPU sampler drew these";
 }
 
 }  // namespace
