@@ -24,12 +24,30 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-Gemm::Plan& Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias) {
-  const Key key{m, n, k, static_cast<int>(out), bias};
+namespace {
+
+// The m whose heuristic answer serves every m of its bucket: exact up to 16 rows, then
+// multiples of 16 up to 256, of 64 up to 2048, of 256 past that.
+int64_t algo_rows(int64_t m) {
+  const int64_t step = m <= 16 ? 1 : m <= 256 ? 16 : m <= 2048 ? 64 : 256;
+  return (m + step - 1) / step * step;
+}
+
+void set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
+  const uint64_t v = static_cast<uint64_t>(cols);
+  OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &v, sizeof(v)));
+}
+
+}  // namespace
+
+Gemm::Plan& Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias, bool exact) {
+  if (!exact) m = algo_rows(m);
+  const Key key{m, n, k, static_cast<int>(out), bias, exact};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
 
   Plan p;
+  p.rows = m;
   const cudaDataType_t out_type = out == GemmOutput::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
   OPTIMATE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -83,15 +101,26 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
     gemv_linear(x, w, bias, y, out == GemmOutput::kF32, m, n, k, stream);
     return;
   }
-  Plan& p = plan(m, n, k, out, bias != nullptr);
-  if (bias) {
-    OPTIMATE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  }
   const float alpha = 1.0f, beta = 0.0f;
-  OPTIMATE_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y,
-                                       p.c, &p.algo, workspace_.get(), workspace_.bytes(),
-                                       stream));
+  for (bool exact : {false, true}) {
+    Plan& p = plan(m, n, k, out, bias != nullptr, exact);
+    if (p.rows != m) {
+      set_cols(p.b, m);
+      set_cols(p.c, m);
+      p.rows = m;
+    }
+    if (bias) {
+      OPTIMATE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    const cublasStatus_t status = cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, y,
+                                                 p.c, y, p.c, &p.algo, workspace_.get(),
+                                                 workspace_.bytes(), stream);
+    // The bucket's algorithm may not take this m; the heuristic for the exact m then decides.
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED && !exact) continue;
+    OPTIMATE_CUBLAS_CHECK(status);
+    return;
+  }
 }
 
 }  // namespace optimate::cuda

@@ -39,14 +39,19 @@ class Gemm {
   void set_small_m_kernel(bool enabled) { use_gemv_ = enabled; }
 
  private:
+  // One cuBLASLt algorithm per bucket of m (algo_rows): asking the heuristic costs milliseconds,
+  // and a decode batch that shrinks by a few sequences per step would otherwise ask every step.
+  // The layouts are resized to the m of each call.
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    int64_t rows = 0;  // the m the b and c layouts describe now
   };
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;
+  // (m or its bucket, n, k, output type, bias, exact m)
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, bool>;
   bool use_gemv_ = true;
-  Plan& plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias);
+  Plan& plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias, bool exact);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<uint8_t> workspace_;
