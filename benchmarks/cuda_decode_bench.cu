@@ -77,15 +77,6 @@ double time_events_ms(Fn fn, int reps) {
   return median(ms);
 }
 
-double copy_bandwidth_gbs() {
-  const size_t bytes = size_t{4} << 30;
-  DeviceBuffer<uint8_t> src(bytes), dst(bytes);
-  OPTIMATE_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
-  const double ms = time_events_ms(
-      [&] { OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, 10);
-  return 2.0 * bytes / (ms * 1e-3) / 1e9;  // bytes read + bytes written
-}
-
 nlohmann::json gemm_bandwidth(const ModelConfig& c) {
   Gemm gemm;
   nlohmann::json out = nlohmann::json::array();
@@ -193,13 +184,7 @@ int main(int argc, char** argv) {
     else if (a == "--decode-steps") num_decode_steps = std::stoll(argv[i + 1]);
     else if (a == "--prompt-len") prompt_len = std::stoll(argv[i + 1]);
     else if (a == "--batches") {
-      batches.clear();
-      std::string v = argv[i + 1];
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        batches.push_back(std::stoll(v.substr(p, q - p)));
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
+      batches = bench::parse_list(argv[i + 1]);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -211,7 +196,7 @@ int main(int argc, char** argv) {
     OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     j["device"] = prop.name;
     j["sms"] = prop.multiProcessorCount;
-    const double copy_gbs = copy_bandwidth_gbs();
+    const double copy_gbs = bench::copy_bandwidth_gbs();
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
     const ModelConfig c = llama3_8b(layers);
     j["gemms"] = gemm_bandwidth(c);
@@ -317,12 +302,7 @@ int main(int argc, char** argv) {
     j["prefill"] = {{"tokens", prefill_len}, {"ms", median(ms)},
                     {"linear_tflop_per_s", prefill_flops / (median(ms) * 1e-3) / 1e12}};
     std::printf("%s\n", j.dump(2).c_str());
-    if (!out_path.empty()) {
-      FILE* f = std::fopen(out_path.c_str(), "w");
-      if (!f) throw std::runtime_error("cannot write " + out_path);
-      std::fputs(j.dump(2).c_str(), f);
-      std::fclose(f);
-    }
+    bench::write_json(out_path, j);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_decode_bench: %s\n", e.what());
     return 1;

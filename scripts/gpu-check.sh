@@ -8,6 +8,7 @@
 #   test_cuda.log test_cuda.json   the kernel and runner tests (GoogleTest JSON)
 #   hf_reference.log          the transformers reference for the end-to-end test
 #   bench.json bench.log      the benchmark's figures and progress
+#   attention.json attention.log  the attention kernels alone (both decode kernels, prefill)
 #   sampling.json sampling.log  fused vs unfused GPU sampling per step
 #   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
@@ -18,7 +19,7 @@
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
-#   tests engine bench sampling peer serve offline calibrate
+#   tests engine bench attention sampling peer serve offline calibrate
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -30,8 +31,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 summary=$out/summary.txt
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
-want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench sampling peer serve offline calibrate} " == *" $1 "* ]]; }
-test_status=0 engine_status=0 bench_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
+want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline calibrate} " == *" $1 "* ]]; }
+test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
 calibrate_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
@@ -55,7 +56,7 @@ if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE
   fi
 fi
 note "== build"
-targets=(test_cuda cuda_decode_bench cuda_sampling_bench)
+targets=(test_cuda cuda_decode_bench cuda_attention_bench cuda_sampling_bench)
 [[ $full -eq 1 ]] && targets+=(test_cuda_engine optimate)
 if ! cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$out/build.log" 2>&1; then
   note "build FAILED (see build.log)"
@@ -130,6 +131,12 @@ for g in j.get("gemms", []):
     print(f"gemm {g['gemm']:8s} m={g['m']:<4} {g['path']:8s} {g['us']:8.1f} us {g['gb_per_s']:7.0f} GB/s {g['tflop_per_s']:6.1f} TFLOP/s")
 PY
 fi
+if want attention; then
+note "== attention kernels"
+"$build/cuda_attention_bench" --out "$out/attention.json" >"$out/attention.log" 2>&1
+attention_status=$?
+tee -a "$summary" <"$out/attention.log"
+fi
 if want sampling && [[ -f "$out/bench.json" ]]; then
 note "== sampling benchmark"
 "$build/cuda_sampling_bench" --out "$out/sampling.json" >"$out/sampling.log" 2>&1
@@ -192,5 +199,5 @@ if want calibrate && [[ $full -eq 1 ]]; then
   grep -iE "mean absolute|error|written" "$out/calibrate.log" | tail -4 | tee -a "$summary"
 fi
 note "calibrate exit $calibrate_status"
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status"
-[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status"
+[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]

@@ -20,12 +20,13 @@ struct Shape {
 
 // A paged cache filled with random K/V and one shuffled block table per sequence.
 struct CacheFixture {
-  int64_t hkv, d, bs = 16, num_blocks;
+  int64_t hkv, d, bs, num_blocks;
   Bf16Data k, v;
   std::vector<std::vector<int32_t>> tables;  // per sequence
   int64_t max_blocks = 0;
 
-  CacheFixture(const Shape& s, const std::vector<int64_t>& seq_lens, uint32_t seed) : hkv(s.num_kv_heads), d(s.head_dim) {
+  CacheFixture(const Shape& s, const std::vector<int64_t>& seq_lens, uint32_t seed, int64_t block_size = 16)
+      : hkv(s.num_kv_heads), d(s.head_dim), bs(block_size) {
     int64_t total = 0;
     for (int64_t len : seq_lens) {
       max_blocks = std::max(max_blocks, (len + bs - 1) / bs);
@@ -87,7 +88,8 @@ TEST_P(DecodeAttention, MatchesCpuTwinForEverySplitCount) {
   OPTIMATE_REQUIRE_GPU();
   const Shape s = GetParam();
   const std::vector<int64_t> lens = {1, 15, 16, 17, 300, 1000, 2049};
-  CacheFixture c(s, lens, 11);
+  // 32-token blocks for the GQA-4 shape: chunks of 16 keys then start inside a block.
+  CacheFixture c(s, lens, 11, s.num_heads == 4 * s.num_kv_heads ? 32 : 16);
   const int64_t S = lens.size(), D = s.head_dim, qd = s.num_heads * D;
   const int64_t stride = qd + 2 * s.num_kv_heads * D;  // q sits in a fused QKV row
   const Bf16Data q = random_bf16(S * stride, 12, -2.0f, 2.0f);
@@ -105,6 +107,7 @@ TEST_P(DecodeAttention, MatchesCpuTwinForEverySplitCount) {
     const auto o = reference_attention(c, s, qr.data(), r, lens[r]);
     ref.insert(ref.end(), o.begin(), o.end());
   }
+  for (auto kernel : {DecodeAttentionKernel::kCudaCores, DecodeAttentionKernel::kTensorCores})
   for (int splits : {1, 2, 7, 64}) {
     DeviceBuffer<uint16_t> d_out(S * qd);
     std::vector<uint16_t> poison(S * qd, kPoisonBf16);
@@ -129,8 +132,10 @@ TEST_P(DecodeAttention, MatchesCpuTwinForEverySplitCount) {
     p.block_size = c.bs;
     p.num_splits = splits;
     p.scale = 1.0f / std::sqrt(float(D));
+    p.kernel = kernel;
     paged_attention(p, nullptr);
-    const std::string what = "decode attention heads " + std::to_string(s.num_heads) + "/" +
+    const std::string what = std::string(kernel == DecodeAttentionKernel::kTensorCores ? "tensor-core" : "CUDA-core") +
+                             " decode attention heads " + std::to_string(s.num_heads) + "/" +
                              std::to_string(s.num_kv_heads) + " d " + std::to_string(D) + " splits " +
                              std::to_string(splits);
     expect_close(download_bf16(d_out.get(), S * qd), ref, 1e-2f, 2e-2f, what);
@@ -138,6 +143,7 @@ TEST_P(DecodeAttention, MatchesCpuTwinForEverySplitCount) {
     DeviceBuffer<int> counters(S * s.num_kv_heads);
     OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
     p.split_counters = counters.get();
+    p.prior_keys_stable = true;  // the tensor-core kernel's early loads (same results)
     for (int rep = 0; rep < 2; ++rep) {
       OPTIMATE_CUDA_CHECK(cudaMemcpy(d_out.get(), poison.data(), poison.size() * 2, cudaMemcpyHostToDevice));
       paged_attention(p, nullptr);

@@ -20,11 +20,6 @@ int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o) 
   return c.max_position_embeddings > 0 ? std::min<int64_t>(c.max_position_embeddings, 8192) : 8192;
 }
 
-// Rows of decode attention that may use split-K partials; past this, one split is enough to
-// fill the GPU anyway (paged_attention_num_splits returns 1 once rows * kv_heads >= SMs).
-int64_t split_rows(const ModelConfig& c, int num_sms) {
-  return std::max<int64_t>(1, num_sms / std::max<int64_t>(1, c.num_kv_heads)) + 1;
-}
 
 // Decode graph batch sizes: powers of two, then every 32.
 int64_t graph_bucket(int64_t num_seqs) {
@@ -33,6 +28,15 @@ int64_t graph_bucket(int64_t num_seqs) {
   if (b >= num_seqs) return b;
   return (num_seqs + 31) / 32 * 32;
 }
+
+}  // namespace
+
+DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
+  return {c.num_heads, c.num_kv_heads, c.head_dim, o.block_size,
+          o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores};
+}
+
+namespace {
 
 void check_supported(const ModelConfig& c) {
   if (c.head_dim != 64 && c.head_dim != 128)
@@ -54,7 +58,7 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   b += T * (q_dim + 2 * kv_dim) * 2 + T * q_dim * 2;  // qkv, attn
   b += T * c.intermediate_size * 2 * 3;             // gate_up, act
   b += S * c.vocab_size * 4 + S * 4;                // logits, greedy ids
-  b += paged_attention_workspace_floats(split_rows(c, num_sms), c.num_heads, 64, c.head_dim) * 4;
+  b += paged_attention_split_workspace_floats(decode_attention_shape(c, o), num_sms) * 4;
   const int64_t mb = (max_model_len + o.block_size - 1) / o.block_size;
   b += (6 * T + S * mb + 4 * (T / 64 + S) + S + 64) * 4;  // step metadata
   b += int64_t{32} << 20;                           // cuBLASLt workspace
@@ -154,9 +158,9 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.attn.resize(T * q_dim);
   st.gate_up.resize(T * 2 * c.intermediate_size);
   st.act.resize(T * c.intermediate_size);
-  st.attn_workspace_rows = split_rows(c, st.num_sms);
-  st.attn_workspace.resize(
-      paged_attention_workspace_floats(st.attn_workspace_rows, c.num_heads, 64, c.head_dim));
+  st.attn_shape = decode_attention_shape(c, options);
+  st.attn_workspace_rows = paged_attention_split_rows(st.attn_shape, st.num_sms);
+  st.attn_workspace.resize(paged_attention_split_workspace_floats(st.attn_shape, st.num_sms));
   st.attn_split_counters.resize(st.attn_workspace_rows * c.num_kv_heads);
   OPTIMATE_CUDA_CHECK(cudaMemset(st.attn_split_counters.get(), 0, st.attn_split_counters.bytes()));
   st.logits.resize(S * c.vocab_size);
@@ -167,6 +171,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
 
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
+  capture_decode_graphs();
 }
 
 CudaModelRunner::~CudaModelRunner() {
@@ -204,6 +209,39 @@ void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_la
 
 namespace {
 
+// The decode graph of batch bucket pad_to, captured from `in` (already on the device) the first
+// time the bucket is seen.
+cudaGraphExec_t decode_graph(CudaModelRunner::State& st, const StepInputs& in, int64_t pad_to) {
+  auto it = st.graphs.find(pad_to);
+  if (it != st.graphs.end()) return it->second;
+  // Splits are fixed at capture, so they are chosen for the longest context a replay may see.
+  const int splits = st.decode_splits(pad_to, st.limits.max_model_len);
+  st.enqueue_forward(in, splits);  // warm-up: cuBLASLt plans for these shapes exist before capture
+  cudaGraph_t g = nullptr;
+  OPTIMATE_CUDA_CHECK(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    st.enqueue_forward(in, splits);
+  } catch (...) {
+    cudaStreamEndCapture(st.stream, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  OPTIMATE_CUDA_CHECK(cudaStreamEndCapture(st.stream, &g));
+  cudaGraphExec_t exec = nullptr;
+  OPTIMATE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  cudaGraphDestroy(g);
+  st.graphs.emplace(pad_to, exec);
+  return exec;
+}
+
+void copy_step_inputs(CudaModelRunner::State& st, const StepInputs& in) {
+  for (const auto& [offset, count] : in.used) {
+    if (count == 0) continue;
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging + offset,
+                                        count * sizeof(int32_t), cudaMemcpyHostToDevice, st.stream));
+  }
+}
+
 // Runs one step on the GPU; leaves the logits and greedy ids of its rows in the state's buffers
 // and returns the number of logits rows that belong to real slices.
 int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
@@ -213,40 +251,34 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
   const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
   st.timer.mark(Stage::kCopyIn, st.stream);
-  for (const auto& [offset, count] : in.used) {
-    if (count == 0) continue;
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging + offset,
-                                        count * sizeof(int32_t), cudaMemcpyHostToDevice, st.stream));
-  }
+  copy_step_inputs(st, in);
   if (!graph) {
     st.enqueue_forward(in, st.decode_splits(in.num_rows, in.max_ctx));
     return in.num_logits_rows;
   }
-  auto it = st.graphs.find(pad_to);
-  if (it == st.graphs.end()) {
-    // Splits are fixed at capture, so they are chosen for the longest context a replay may see.
-    const int splits = st.decode_splits(pad_to, st.limits.max_model_len);
-    st.enqueue_forward(in, splits);  // warm-up: cuBLASLt plans for these shapes exist before capture
-    cudaGraph_t g = nullptr;
-    OPTIMATE_CUDA_CHECK(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      st.enqueue_forward(in, splits);
-    } catch (...) {
-      cudaStreamEndCapture(st.stream, &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
-    }
-    OPTIMATE_CUDA_CHECK(cudaStreamEndCapture(st.stream, &g));
-    cudaGraphExec_t exec = nullptr;
-    OPTIMATE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-    cudaGraphDestroy(g);
-    it = st.graphs.emplace(pad_to, exec).first;
-  }
-  OPTIMATE_CUDA_CHECK(cudaGraphLaunch(it->second, st.stream));
+  OPTIMATE_CUDA_CHECK(cudaGraphLaunch(decode_graph(st, in, pad_to), st.stream));
   return in.num_seqs;
 }
 
 }  // namespace
+
+void CudaModelRunner::capture_decode_graphs() {
+  State& st = *state_;
+  if (!st.options.cuda_graphs) return;
+  const int64_t most = std::min(st.options.max_num_seqs, st.options.max_graph_batch);
+  const std::vector<int32_t> token = {0}, table = {0};
+  for (int64_t b = 1; b <= most; b = graph_bucket(b + 1)) {
+    ForwardBatch batch;
+    batch.seqs.assign(static_cast<size_t>(b), SeqSlice{token, 0, table, true});
+    StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, b);
+    // No cache writes: the warm-up step before the capture runs for real, and block 0 may
+    // belong to a sequence.
+    std::fill_n(st.staging + st.layout.slot_mapping, in.num_tokens, -1);
+    copy_step_inputs(st, in);
+    decode_graph(st, in, b);
+  }
+  OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+}
 
 void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   State& st = *state_;

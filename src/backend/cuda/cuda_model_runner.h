@@ -27,6 +27,9 @@ struct CudaRunnerOptions {
   // shrinking batch would otherwise capture a graph for every bucket on its way down.
   int64_t max_graph_batch = 256;
   bool tensor_core_prefill = true;  // prefill chunks on the tiled tensor-core kernel
+  // Decode attention on the tensor-core kernel where it applies (paged_attention.h); false
+  // keeps the CUDA-core kernel, its baseline.
+  bool tensor_core_decode = true;
   // Steps of at most fused_decode_max_rows tokens run RMSNorm, RoPE + KV write, SiLU*mul and
   // the residual adds inside the small-m GEMV (four weight-streaming launches per layer). Past
   // two rows it loses: decode steps of 3, 4 and 8 rows took 7.9, 7.9 and 13.7 ms fused against
@@ -59,6 +62,11 @@ class CudaModelRunner final : public ModelRunner {
   // Like forward, but returns the greedy token of each logits row (argmax on the GPU), so only
   // one int32 per row crosses back to the host.
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids);
+
+  // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor
+  // does, when graphs are on), so no step of a run pays for a capture: tens of milliseconds
+  // each on the Llama-3-8B shape, a dozen buckets.
+  void capture_decode_graphs();
 
   // Turns decode-graph replay on or off (benchmarks compare both); captured graphs are kept.
   void set_cuda_graphs(bool enabled);

@@ -34,7 +34,7 @@ __nv_bfloat16* CudaModelRunner::State::v_cache(int64_t layer) const {
 }
 
 int CudaModelRunner::State::decode_splits(int64_t num_rows, int64_t max_ctx) const {
-  const int splits = paged_attention_num_splits(num_rows, config.num_kv_heads, max_ctx, num_sms);
+  const int splits = paged_attention_num_splits(num_rows, attn_shape, max_ctx, num_sms);
   return num_rows <= attn_workspace_rows ? splits : 1;
 }
 
@@ -69,6 +69,9 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   dec.block_size = kv_shape.block_size;
   dec.num_splits = num_splits;
   dec.scale = scale;
+  dec.kernel = attn_shape.kernel;
+  // Prefill chunks go to tiles, so every attention row is one new token over older keys.
+  dec.prior_keys_stable = limits.tensor_core_prefill;
 
   PrefillAttentionParams pre;
   pre.q = qkv.get();

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (cu < k) {
 #pragma unroll
         for (int i = 0; i < M; ++i) {
-          const Bf16x8 xv = *reinterpret_cast<const Bf16x8*>(x + static_cast<int64_t>(i) * k + cu);
+          const Bf16x8 xv = load_bf16x8_raw(x + static_cast<int64_t>(i) * k + cu);
           acc[0][i] += dot8(cur[u][0], xv);
           acc[1][i] += dot8(cur[u][1], xv);
         }

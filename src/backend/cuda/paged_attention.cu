@@ -23,6 +23,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/paged_attention_tc.h"
 #include "backend/cuda/programmatic_launch.h"
 
 namespace optimate::cuda {
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP + group;
-        kraw[u] = t < n ? *reinterpret_cast<const Bf16x8*>(p.k_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        kraw[u] = t < n ? load_bf16x8_raw(p.k_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP;
-        vraw[u] = t < n ? *reinterpret_cast<const Bf16x8*>(p.v_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        vraw[u] = t < n ? load_bf16x8_raw(p.v_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -292,6 +293,14 @@ void launch_for_group(const PagedAttentionParams& p, int64_t group, cudaStream_t
 
 }  // namespace
 
+DecodeAttentionKernel resolve_decode_kernel(DecodeAttentionKernel requested, int64_t num_heads,
+                                            int64_t num_kv_heads, int64_t block_size) {
+  if (requested != DecodeAttentionKernel::kAuto) return requested;
+  const int64_t group = num_kv_heads > 0 ? num_heads / num_kv_heads : 0;
+  return group >= 2 && group <= 8 && block_size % 16 == 0 ? DecodeAttentionKernel::kTensorCores
+                                                           : DecodeAttentionKernel::kCudaCores;
+}
+
 void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(p.head_dim == 64 || p.head_dim == 128, "head_dim {} (64 or 128 supported)",
                        p.head_dim);
@@ -306,8 +315,16 @@ void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
                        p.out_row_stride);
   if (p.num_rows == 0) return;
   const int64_t group = p.num_heads / p.num_kv_heads;
-  if (p.head_dim == 64) launch_for_group<64>(p, group, stream);
-  else launch_for_group<128>(p, group, stream);
+  if (resolve_decode_kernel(p.kernel, p.num_heads, p.num_kv_heads, p.block_size) ==
+      DecodeAttentionKernel::kTensorCores) {
+    OPTIMATE_SHAPE_CHECK(p.block_size % 16 == 0, "the tensor-core decode kernel needs a block size "
+                         "that is a multiple of 16 (got {})", p.block_size);
+    paged_attention_tensor_cores(p, stream);
+  } else if (p.head_dim == 64) {
+    launch_for_group<64>(p, group, stream);
+  } else {
+    launch_for_group<128>(p, group, stream);
+  }
   if (p.num_splits > 1 && !p.split_counters) {
     const dim3 grid(static_cast<unsigned>(p.num_rows), static_cast<unsigned>(p.num_heads));
     launch_programmatic(paged_attention_combine_kernel, grid,
@@ -322,13 +339,46 @@ int64_t paged_attention_workspace_floats(int64_t num_rows, int64_t num_heads, in
   return num_rows * num_heads * num_splits * (head_dim + 2);
 }
 
-int paged_attention_num_splits(int64_t num_rows, int64_t num_kv_heads, int64_t max_ctx,
+namespace {
+
+// (row, kv head) blocks from which one split per row already covers the GPU, and the blocks
+// splitting aims for below that: for the CUDA-core kernel's 4-warp blocks one per SM, then two
+// waves; for the tensor-core kernel's 1-warp blocks (about eight fit on an SM) one wave.
+struct SplitTargets {
+  int64_t enough, fill;
+};
+
+SplitTargets split_targets(const DecodeAttentionShape& s, int num_sms) {
+  const bool tc = resolve_decode_kernel(s.kernel, s.num_heads, s.num_kv_heads, s.block_size) ==
+                  DecodeAttentionKernel::kTensorCores;
+  return tc ? SplitTargets{8 * int64_t{num_sms}, 8 * int64_t{num_sms}}
+            : SplitTargets{num_sms, 2 * int64_t{num_sms}};
+}
+
+}  // namespace
+
+int paged_attention_num_splits(int64_t num_rows, const DecodeAttentionShape& s, int64_t max_ctx,
                                int num_sms) {
-  const int64_t base = std::max<int64_t>(1, num_rows * num_kv_heads);
-  if (base >= num_sms) return 1;
-  int64_t splits = (2 * num_sms + base - 1) / base;
+  const int64_t base = std::max<int64_t>(1, num_rows * s.num_kv_heads);
+  const SplitTargets t = split_targets(s, num_sms);
+  if (base >= t.enough) return 1;
+  int64_t splits = (t.fill + base - 1) / base;
   splits = std::min(splits, (max_ctx + 31) / 32);
   return static_cast<int>(std::clamp<int64_t>(splits, 1, 64));
+}
+
+int64_t paged_attention_split_rows(const DecodeAttentionShape& s, int num_sms) {
+  return split_targets(s, num_sms).enough / std::max<int64_t>(1, s.num_kv_heads) + 1;
+}
+
+int64_t paged_attention_split_workspace_floats(const DecodeAttentionShape& s, int num_sms) {
+  int64_t most = 0;
+  const int64_t rows = paged_attention_split_rows(s, num_sms);
+  for (int64_t r = 1; r <= rows; ++r) {
+    const int splits = paged_attention_num_splits(r, s, int64_t{1} << 30, num_sms);
+    most = std::max(most, paged_attention_workspace_floats(r, s.num_heads, splits, s.head_dim));
+  }
+  return most;
 }
 
 }  // namespace optimate::cuda

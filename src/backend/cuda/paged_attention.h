@@ -1,5 +1,10 @@
-// Attention of single query rows over the paged KV cache: the decode kernel (split-K
+// Attention of single query rows over the paged KV cache: the decode kernels (split-K
 // "flash-decoding", GQA heads packed), also correct, though slow, for prefill rows.
+//
+// Two kernels compute the same thing. The tensor-core kernel runs the G = num_heads /
+// num_kv_heads query heads of a KV group as the rows of one mma tile, so a key costs a few
+// instructions and the kernel is bound by the KV bytes; it needs a block size that is a multiple
+// of 16 and G <= 8. The CUDA-core kernel serves every shape and is kept as its baseline.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +13,12 @@
 #include <cuda_runtime.h>
 
 namespace optimate::cuda {
+
+enum class DecodeAttentionKernel {
+  kAuto,         // tensor cores where supported and G >= 2, else CUDA cores
+  kCudaCores,
+  kTensorCores,  // fails for shapes the kernel does not support
+};
 
 struct PagedAttentionParams {
   const __nv_bfloat16* q = nullptr;  // token row t's heads at q + t * q_row_stride, [num_heads, head_dim]
@@ -23,7 +34,9 @@ struct PagedAttentionParams {
   int64_t out_row_stride = 0;
   float* workspace = nullptr;  // paged_attention_workspace_floats(...) floats when num_splits > 1
   // [num_rows, num_kv_heads] zeros, or null: with splits, the last block of each (row, kv head)
-  // then combines them in the same launch and leaves its counter zero again.
+  // then combines them in the same launch and leaves its counter zero again. With counters the
+  // tensor-core kernel also uses fewer splits than num_splits for rows with few keys (at least
+  // 32 keys per split); the workspace stride stays num_splits.
   int* split_counters = nullptr;
   int64_t num_rows = 0;
   int64_t num_heads = 0;
@@ -32,6 +45,11 @@ struct PagedAttentionParams {
   int64_t block_size = 0;
   int num_splits = 1;  // each row's keys are cut into this many equal parts, combined after
   float scale = 1.0f;  // softmax scale, 1/sqrt(head_dim)
+  DecodeAttentionKernel kernel = DecodeAttentionKernel::kAuto;
+  // Every row's keys but its last were written by earlier launches (true when the rows are
+  // decode tokens, one new key each): the tensor-core kernel then starts loading them before
+  // the kernel ahead of it on the stream has finished (programmatic launch).
+  bool prior_keys_stable = false;
 };
 
 void paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
@@ -39,9 +57,32 @@ void paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
 int64_t paged_attention_workspace_floats(int64_t num_rows, int64_t num_heads, int num_splits,
                                          int64_t head_dim);
 
-// Splits that fill the GPU: enough (row, kv head, split) blocks for about two waves, at least
-// 32 keys per split, at most 64 splits.
-int paged_attention_num_splits(int64_t num_rows, int64_t num_kv_heads, int64_t max_ctx,
+// The kernel kAuto stands for with these shapes (kAuto is never returned).
+DecodeAttentionKernel resolve_decode_kernel(DecodeAttentionKernel requested, int64_t num_heads,
+                                            int64_t num_kv_heads, int64_t block_size);
+
+// The GQA shape and cache block size that pick the kernel (see resolve_decode_kernel).
+struct DecodeAttentionShape {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t block_size = 0;
+  DecodeAttentionKernel kernel = DecodeAttentionKernel::kAuto;
+  // Every row's keys but its last were written by earlier launches (true when the rows are
+  // decode tokens, one new key each): the tensor-core kernel then starts loading them before
+  // the kernel ahead of it on the stream has finished (programmatic launch).
+  bool prior_keys_stable = false;
+};
+
+// Splits that fill the GPU: enough (row, kv head, split) blocks for the resolved kernel to
+// cover the SMs (CUDA cores: about two waves of 4-warp blocks; tensor cores: one wave of
+// 1-warp blocks), at least 32 keys per split, at most 64 splits.
+int paged_attention_num_splits(int64_t num_rows, const DecodeAttentionShape& s, int64_t max_ctx,
                                int num_sms);
+
+// Rows past which paged_attention_num_splits is always 1, and the workspace floats that any
+// number of rows up to that bound needs.
+int64_t paged_attention_split_rows(const DecodeAttentionShape& s, int num_sms);
+int64_t paged_attention_split_workspace_floats(const DecodeAttentionShape& s, int num_sms);
 
 }  // namespace optimate::cuda

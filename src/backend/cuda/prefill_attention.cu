@@ -3,11 +3,12 @@
 // registers.
 //
 // One block computes one (query head, tile of 64 query rows); its four warps own 16 rows each.
-// For every 64-key tile up to the tile's last position the block gathers K (row-major) and V
-// (transposed) from the cache's pages into shared memory. Each warp then computes S = Q K^T
-// for its 16 rows in registers (Q's fragments are loaded once), applies the causal mask and an
-// online softmax (a row's values sit in the four lanes of a quad), turns P into the A operand
-// of the next product without leaving registers, and adds P V into its output fragments.
+// K and V tiles of 64 keys stream into shared memory through cp.async, two stages deep, so the
+// next tile's gather from the cache's pages overlaps this tile's arithmetic. Each warp computes
+// S = Q K^T for its 16 rows (Q's fragments are loaded once, K's come by ldmatrix), applies the
+// causal mask and an online softmax (a row's values sit in the four lanes of a quad), turns P
+// into the A operand of the next product without leaving registers, and adds P V (V's
+// fragments by ldmatrix.trans from the row-major tile).
 //
 // Fragment layout of mma.m16n8k16 (g = lane / 4, c = lane % 4): A holds rows g and g + 8,
 // columns 2c, 2c + 1 and 2c + 8, 2c + 9; B holds k rows 2c, 2c + 1, 2c + 8, 2c + 9 of column
@@ -15,7 +16,9 @@
 //
 // Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; caches [num_blocks,
 // num_kv_heads, block_size, head_dim]; tiles [num_tiles, 4] int32 (see the header).
-// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (K and V^T tiles).
+// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (two K/V stages).
+// Blocks take the tiles last to first: with one long prompt the late tiles carry the most
+// keys, and starting them first shortens the tail.
 #include "backend/cuda/prefill_attention.h"
 
 #include "backend/cuda/cuda_check.h"
@@ -30,11 +33,9 @@ static_assert(kPrefillTileRows == 16 * (kThreads / 32), "a warp owns 16 query ro
 
 template <int D>
 struct Smem {
-  static constexpr int kLdK = D + 8;    // bf16; the pad spreads a fragment's rows over all banks
-  static constexpr int kLdVt = kBk + 8;
-  static constexpr size_t kK = 0;
-  static constexpr size_t kVt = kK + sizeof(__nv_bfloat16) * kBk * kLdK;
-  static constexpr size_t kBytes = kVt + sizeof(__nv_bfloat16) * D * kLdVt;
+  static constexpr int kLd = D + 8;  // bf16; the pad puts the 8 rows of an ldmatrix on all banks
+  static constexpr size_t kTile = sizeof(__nv_bfloat16) * kBk * kLd;
+  static constexpr size_t kBytes = 2 * 2 * kTile;  // {K, V} x two stages
 };
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -50,8 +51,58 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8x8 bf16 matrices; lane i gives the shared-space address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(__nv_bfloat16* dst, const __nv_bfloat16* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 __device__ __forceinline__ uint32_t load_u32(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint32_t*>(p);
+}
+
+// Issues the copies of the 64 keys from kt into one stage: lanes take consecutive 16-byte
+// pieces of a row, so each warp instruction moves two whole cache rows.
+template <int D>
+__device__ __forceinline__ void load_tile(const PrefillAttentionParams& p, const int32_t* table,
+                                          int kvh, int kt, int kv_end, __nv_bfloat16* sK,
+                                          __nv_bfloat16* sV) {
+  constexpr int kPieces = D / 8;                     // 16-byte pieces per row
+  constexpr int kRowsPerPass = kThreads / kPieces;  // rows one pass of the block covers
+  const int bs = static_cast<int>(p.block_size);
+  const int piece = threadIdx.x % kPieces;
+#pragma unroll
+  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+    const int pos = kt + j;
+    const bool valid = pos < kv_end;
+    const int64_t row = valid ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : 0;
+    cp_async16(sK + j * Smem<D>::kLd + piece * 8, p.k_cache + row * D + piece * 8, valid);
+    cp_async16(sV + j * Smem<D>::kLd + piece * 8, p.v_cache + row * D + piece * 8, valid);
+  }
 }
 
 template <int D>
@@ -61,22 +112,25 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   constexpr int ND = D / 8;    // 8-wide column tiles of the output
   constexpr int NK = kBk / 8;  // 8-wide column tiles of S
   extern __shared__ __align__(128) unsigned char smem[];
-  auto* sK = reinterpret_cast<__nv_bfloat16*>(smem + S::kK);
-  auto* sVt = reinterpret_cast<__nv_bfloat16*>(smem + S::kVt);
-  __shared__ int64_t tile_rows[kBk];  // cache row of each key of the current tile, -1 past the end
+  auto* stage_base = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto sK = [&](int st) { return stage_base + (2 * st) * (S::kTile / 2); };
+  auto sV = [&](int st) { return stage_base + (2 * st + 1) * (S::kTile / 2); };
 
   const int h = blockIdx.x;
-  const int* tile = p.tiles + 4 * blockIdx.y;
+  const int* tile = p.tiles + 4 * (p.num_tiles - 1 - blockIdx.y);
   const int64_t tok0 = tile[0];
   const int nq = tile[1];
   const int pos0 = tile[2];
   const int32_t* table = p.block_tables + tile[3] * p.max_blocks_per_seq;
   const int kvh = h / static_cast<int>(p.num_heads / p.num_kv_heads);
-  const int bs = static_cast<int>(p.block_size);
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
-  constexpr int kVecPerRow = D / 8;
+  const int kv_end = pos0 + nq;  // keys [0, kv_end)
+  const int num_kt = (kv_end + kBk - 1) / kBk;
+
+  load_tile<D>(p, table, kvh, 0, kv_end, sK(0), sV(0));
+  cp_async_commit();
 
   // This lane's query rows (within the tile) and their positions.
   const int r0 = warp * 16 + g, r1 = r0 + 8;
@@ -101,56 +155,53 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   const float scale_log2 = p.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
+  // This lane's ldmatrix row within a tile (matrix i / 8, row i % 8), as 32-bit shared-space
+  // byte offsets: for K the matrices step over head dims, for V over keys then head dims.
+  const int lm = lane / 8, lr = lane % 8;
+  constexpr uint32_t kRowBytes = 2 * S::kLd;
+  const uint32_t k_lane = lr * kRowBytes + lm * 16;
+  const uint32_t v_lane = ((lm % 2) * 8 + lr) * kRowBytes + (lm / 2) * 16;
 
-  const int kv_end = pos0 + nq;  // keys [0, kv_end)
-  for (int kt = 0; kt < kv_end; kt += kBk) {
-    __syncthreads();  // the previous tile is no longer read
-    if (threadIdx.x < kBk) {
-      const int pos = kt + threadIdx.x;
-      tile_rows[threadIdx.x] = pos < kv_end
-          ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : -1;
+  for (int it = 0; it < num_kt; ++it) {
+    const int kt = it * kBk;
+    const int st = it % 2;
+    if (it + 1 < num_kt) {
+      load_tile<D>(p, table, kvh, kt + kBk, kv_end, sK(st ^ 1), sV(st ^ 1));
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
-    __syncthreads();
-    constexpr int kLoads = kBk * kVecPerRow / kThreads;
-    Bf16x8 kv[kLoads], vv[kLoads];
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kThreads;
-      const int64_t r = tile_rows[idx % kBk];
-      const int col = (idx / kBk) * 8;
-      kv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.k_cache + r * D + col) : Bf16x8{};
-      vv[i] = r >= 0 ? *reinterpret_cast<const Bf16x8*>(p.v_cache + r * D + col) : Bf16x8{};
-    }
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int idx = threadIdx.x + i * kThreads;
-      const int j = idx % kBk;  // a warp's lanes take consecutive keys: V^T stores stay conflict-free
-      const int col = (idx / kBk) * 8;
-      *reinterpret_cast<Bf16x8*>(sK + j * S::kLdK + col) = kv[i];
-      const __nv_bfloat16* v = reinterpret_cast<const __nv_bfloat16*>(&vv[i]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) sVt[(col + e) * S::kLdVt + j] = v[e];
-    }
-    __syncthreads();
+    __syncthreads();  // this stage's copies are visible to every warp
+    const uint32_t tK = smem_addr(sK(st)) + k_lane;
+    const uint32_t tV = smem_addr(sV(st)) + v_lane;
 
-    // S = Q K^T: this warp's 16 rows by the tile's 64 keys.
+    // S = Q K^T: this warp's 16 rows by the tile's 64 keys. One ldmatrix.x4 gives the B
+    // fragments of two k-steps for 8 keys (matrices: dims +0, +8, +16, +24).
     float s[NK][4];
 #pragma unroll
     for (int n = 0; n < NK; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const __nv_bfloat16* krow = sK + (n * 8 + g) * S::kLdK + 2 * c;
 #pragma unroll
-      for (int k = 0; k < KD; ++k) mma_bf16(s[n], qf[k], load_u32(krow + k * 16), load_u32(krow + k * 16 + 8));
+      for (int k = 0; k < KD; k += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tK + n * 8 * kRowBytes + k * 32);
+        mma_bf16(s[n], qf[k], b[0], b[1]);
+        mma_bf16(s[n], qf[k + 1], b[2], b[3]);
+      }
     }
     // Causal mask and online softmax; a row's 64 values are spread over the lanes of a quad.
+    // Only tiles that reach past the warp's first query position need the mask (rows past nq
+    // are never stored, so they go unmasked).
+    const bool masked = kt + kBk - 1 > pos0 + warp * 16;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int n = 0; n < NK; ++n) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int kpos = kt + n * 8 + 2 * c + e;
-        s[n][e] = kpos <= qpos0 && r0 < nq ? s[n][e] * scale_log2 : -INFINITY;
-        s[n][2 + e] = kpos <= qpos1 && r1 < nq ? s[n][2 + e] * scale_log2 : -INFINITY;
+        s[n][e] = !masked || kpos <= qpos0 ? s[n][e] * scale_log2 : -INFINITY;
+        s[n][2 + e] = !masked || kpos <= qpos1 ? s[n][2 + e] * scale_log2 : -INFINITY;
         mx0 = fmaxf(mx0, s[n][e]);
         mx1 = fmaxf(mx1, s[n][2 + e]);
       }
@@ -177,12 +228,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
       pf[n / 2][(n % 2) * 2 + 0] = pack_bf16(p0, p1);
       pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
     }
-#pragma unroll
-    for (int d = 1; d < 4; d *= 2) {
-      sum0 += __shfl_xor_sync(0xffffffffu, sum0, d);
-      sum1 += __shfl_xor_sync(0xffffffffu, sum1, d);
-    }
-    l0 = l0 * alpha0 + sum0;
+    l0 = l0 * alpha0 + sum0;  // per-lane share of the row sum; the quad adds up at the end
     l1 = l1 * alpha1 + sum1;
 #pragma unroll
     for (int n = 0; n < ND; ++n) {
@@ -191,15 +237,26 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
       o[n][2] *= alpha1;
       o[n][3] *= alpha1;
     }
-    // O += P V, with V^T rows as the B operand.
+    // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
+    // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8).
 #pragma unroll
-    for (int n = 0; n < ND; ++n) {
-      const __nv_bfloat16* vrow = sVt + (n * 8 + g) * S::kLdVt + 2 * c;
+    for (int k = 0; k < kBk / 16; ++k) {
 #pragma unroll
-      for (int k = 0; k < kBk / 16; ++k) mma_bf16(o[n], pf[k], load_u32(vrow + k * 16), load_u32(vrow + k * 16 + 8));
+      for (int n = 0; n < ND; n += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tV + k * 16 * kRowBytes + n * 16);
+        mma_bf16(o[n], pf[k], b[0], b[1]);
+        mma_bf16(o[n + 1], pf[k], b[2], b[3]);
+      }
     }
+    __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
+#pragma unroll
+  for (int d = 1; d < 4; d *= 2) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, d);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, d);
+  }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
   const float inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll

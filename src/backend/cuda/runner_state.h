@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/paged_attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/stage_timer.h"
@@ -51,6 +52,7 @@ struct CudaModelRunner::State {
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
   GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows
   int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
+  DecodeAttentionShape attn_shape;       // picks the decode attention kernel and its splits
 
   StageTimer timer;  // per-stage times of eager steps, when on
 
@@ -64,6 +66,8 @@ struct CudaModelRunner::State {
   // Enqueues the whole forward pass for the step described by `in` (already on the device).
   void enqueue_forward(const StepInputs& in, int num_splits);
 };
+
+DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o);
 
 // Activation bytes for a configuration (the memory plan reserves them before the KV pool).
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,

@@ -1,0 +1,201 @@
+// The attention kernels alone on the Llama-3-8B shape (32 query heads, 8 KV heads, head_dim
+// 128, 16-token cache blocks), printed as JSON and one line per case:
+// - decode: batches of rows at a context, each kernel (tensor cores, CUDA cores) with the
+//   runner's split choice and in-launch combine; achieved KV bandwidth against the copy rate;
+// - prefill: causal tiles of one long prompt and of many short ones; achieved TFLOP/s.
+// Each case runs over `layers` distinct caches (a real step's layers; together well past L2)
+// captured in one graph; figures are per layer, medians of graph replays.
+//
+//   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
+//                        [--only decode|prefill]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/dummy_fill.h"
+#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/prefill_attention.h"
+#include "cuda_gemv_bench.h"
+
+using namespace optimate;
+using namespace optimate::cuda;
+
+namespace {
+
+constexpr int64_t kHeads = 32, kKvHeads = 8, kDim = 128, kBlock = 16;
+
+// A paged cache for `layers` layers with shuffled block tables for `seqs` sequences of up to
+// `max_len` tokens each, and query/output rows for `tokens` tokens.
+struct Setup {
+  int64_t layers, seqs, max_blocks, blocks_per_layer;
+  DeviceBuffer<__nv_bfloat16> k, v, q, out;
+  DeviceBuffer<int32_t> tables;
+  Setup(int64_t layers_, int64_t seqs_, int64_t max_len, int64_t tokens)
+      : layers(layers_), seqs(seqs_), max_blocks((max_len + kBlock - 1) / kBlock) {
+    blocks_per_layer = seqs * max_blocks;
+    const int64_t per_layer = blocks_per_layer * kKvHeads * kBlock * kDim;
+    k.resize(layers * per_layer);
+    v.resize(layers * per_layer);
+    dummy_fill(k.get(), layers * per_layer, 7, 1, -1.0f, 1.0f);
+    dummy_fill(v.get(), layers * per_layer, 7, 2, -1.0f, 1.0f);
+    const int64_t qkv = (kHeads + 2 * kKvHeads) * kDim;
+    q.resize(tokens * qkv);
+    dummy_fill(q.get(), tokens * qkv, 7, 3, -2.0f, 2.0f);
+    out.resize(tokens * kHeads * kDim);
+    std::vector<int32_t> ids(blocks_per_layer);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(5));
+    tables.resize(ids.size());
+    OPTIMATE_CUDA_CHECK(cudaMemcpy(tables.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  }
+  int64_t layer_elems() const { return blocks_per_layer * kKvHeads * kBlock * kDim; }
+};
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& h) {
+  DeviceBuffer<T> d(std::max<size_t>(1, h.size()));
+  OPTIMATE_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, DecodeAttentionKernel kernel,
+                           int num_sms, double copy_gbs, cudaStream_t s) {
+  Setup st(layers, batch, context, batch);
+  std::vector<int32_t> seq(batch), ctx(batch, static_cast<int32_t>(context));
+  std::iota(seq.begin(), seq.end(), 0);
+  auto d_seq = to_device(seq);
+  auto d_ctx = to_device(ctx);
+  const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel};
+  const int splits = paged_attention_num_splits(batch, shape, context, num_sms);
+  DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
+  DeviceBuffer<int> counters(batch * kKvHeads);
+  OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  PagedAttentionParams p;
+  p.q = st.q.get();
+  p.q_row_stride = (kHeads + 2 * kKvHeads) * kDim;
+  p.row_seq = d_seq.get();
+  p.row_ctx = d_ctx.get();
+  p.block_tables = st.tables.get();
+  p.max_blocks_per_seq = st.max_blocks;
+  p.out = st.out.get();
+  p.out_row_stride = kHeads * kDim;
+  p.workspace = ws.get();
+  p.split_counters = counters.get();
+  p.num_rows = batch;
+  p.num_heads = kHeads;
+  p.num_kv_heads = kKvHeads;
+  p.head_dim = kDim;
+  p.block_size = kBlock;
+  p.num_splits = splits;
+  p.scale = 1.0f / std::sqrt(float(kDim));
+  p.kernel = kernel;
+  cudaGraphExec_t g = bench::capture(s, [&] {
+    for (int64_t l = 0; l < layers; ++l) {
+      p.k_cache = st.k.get() + l * st.layer_elems();
+      p.v_cache = st.v.get() + l * st.layer_elems();
+      paged_attention(p, s);
+    }
+  });
+  const double us = bench::replay_ms(g, s, 20) * 1e3 / layers;
+  cudaGraphExecDestroy(g);
+  const double bytes = 2.0 * batch * context * kKvHeads * kDim * 2;  // K and V, bf16
+  const double gbs = bytes / (us * 1e-6) / 1e9;
+  const char* name = kernel == DecodeAttentionKernel::kTensorCores ? "tensor_cores" : "cuda_cores";
+  std::printf("decode %-12s batch %5ld ctx %5ld splits %2d: %9.1f us/layer %7.0f GB/s (%4.1f%% of copy)\n", name,
+              long(batch), long(context), splits, us, gbs, 100.0 * gbs / copy_gbs);
+  return {{"kernel", name}, {"batch", batch}, {"context", context}, {"splits", splits},
+          {"us_per_layer", us}, {"kv_gb_per_s", gbs}, {"fraction_of_copy", gbs / copy_gbs}};
+}
+
+// `seqs` prompts of `len` tokens each, all in one prefill step.
+nlohmann::json prefill_case(int64_t seqs, int64_t len, int64_t layers, cudaStream_t s) {
+  Setup st(layers, seqs, len, seqs * len);
+  std::vector<int32_t> tiles;
+  for (int64_t i = 0; i < seqs; ++i)
+    for (int64_t j = 0; j < len; j += kPrefillTileRows)
+      tiles.insert(tiles.end(), {int32_t(i * len + j), int32_t(std::min<int64_t>(kPrefillTileRows, len - j)),
+                                 int32_t(j), int32_t(i)});
+  auto d_tiles = to_device(tiles);
+  PrefillAttentionParams p;
+  p.q = st.q.get();
+  p.q_row_stride = (kHeads + 2 * kKvHeads) * kDim;
+  p.tiles = d_tiles.get();
+  p.block_tables = st.tables.get();
+  p.max_blocks_per_seq = st.max_blocks;
+  p.out = st.out.get();
+  p.out_row_stride = kHeads * kDim;
+  p.num_tiles = static_cast<int64_t>(tiles.size() / 4);
+  p.num_heads = kHeads;
+  p.num_kv_heads = kKvHeads;
+  p.head_dim = kDim;
+  p.block_size = kBlock;
+  p.scale = 1.0f / std::sqrt(float(kDim));
+  cudaGraphExec_t g = bench::capture(s, [&] {
+    for (int64_t l = 0; l < layers; ++l) {
+      p.k_cache = st.k.get() + l * st.layer_elems();
+      p.v_cache = st.v.get() + l * st.layer_elems();
+      prefill_attention(p, s);
+    }
+  });
+  const double us = bench::replay_ms(g, s, 10) * 1e3 / layers;
+  cudaGraphExecDestroy(g);
+  // Causal: query i attends to i + 1 keys; QK^T and PV, 2 FLOPs per multiply-add.
+  const double flops = 4.0 * kHeads * kDim * seqs * (len * (len + 1) / 2.0);
+  const double tflops = flops / (us * 1e-6) / 1e12;
+  std::printf("prefill %ld x %ld: %9.1f us/layer %6.1f TFLOP/s\n", long(seqs), long(len), us, tflops);
+  return {{"seqs", seqs}, {"len", len}, {"us_per_layer", us}, {"tflop_per_s", tflops}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t layers = 8, context = 300;
+  std::vector<int64_t> batches = {1, 64, 256, 1024};
+  std::string out_path, only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--out") out_path = v;
+    else if (a == "--layers") layers = std::stoll(v);
+    else if (a == "--context") context = std::stoll(v);
+    else if (a == "--only") only = v;
+    else if (a == "--batches") {
+      batches = bench::parse_list(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    cudaStream_t s;
+    OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaDeviceProp prop{};
+    OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    nlohmann::json j;
+    j["device"] = prop.name;
+    j["copy_bandwidth_gb_per_s"] = bench::copy_bandwidth_gbs();
+    std::printf("copy %.0f GB/s\n", j["copy_bandwidth_gb_per_s"].get<double>());
+    if (only.empty() || only == "decode")
+      for (int64_t b : batches)
+        for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores})
+          j["decode"].push_back(decode_case(b, context, layers, k, prop.multiProcessorCount,
+                                            j["copy_bandwidth_gb_per_s"], s));
+    if (only.empty() || only == "prefill") {
+      j["prefill"].push_back(prefill_case(1, 2048, layers, s));
+      j["prefill"].push_back(prefill_case(32, 256, layers, s));
+      j["prefill"].push_back(prefill_case(16, 200, layers, s));
+    }
+    bench::write_json(out_path, j);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_attention_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

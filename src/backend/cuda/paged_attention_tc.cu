@@ -1,0 +1,345 @@
+// Decode attention on tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate).
+//
+// One warp (one block) handles one (kv head, row, split): the G <= 8 query heads that share
+// the KV head are the rows of the A tile (rows G..15 are zero), so every key is loaded once
+// and costs two mma per 16 keys and head-dim tile instead of a dot product per head. Keys go
+// through in chunks of 16, loaded straight from the cache into registers (no shared memory,
+// no barriers), the next chunk in flight while the current one is computed.
+//
+// Register layouts. mma.m16n8k16 fragments (g = lane / 4, c = lane % 4): A holds rows g and
+// g + 8, k = 2c, 2c + 1 and 2c + 8, 2c + 9; B holds k = 2c, 2c + 1 and 2c + 8, 2c + 9 of
+// column g; C holds rows g and g + 8, columns 2c and 2c + 1. A dot product may sum its k in
+// any order and an output may name its columns in any order, so both are permuted to make
+// every load 16 contiguous bytes:
+// - S = Q K^T, n = key. For the 32 head dims 32s .. 32s + 31, lane (g, c) loads dims
+//   32s + 8c .. + 7 of query head g and of keys g and 8 + g; the first four dims feed k-step
+//   2s, the last four k-step 2s + 1 (both operands use the same order).
+// - O = P V, k = key, n = head dim. Output column g of n-tile j is head dim
+//   64 (j / 8) + 8 g + j % 8, so lane (g, c) loads dims 64 h + 8 g .. + 7 of keys 2c, 2c + 1,
+//   2c + 8, 2c + 9 and pairs keys with one byte permute per B register. P reaches the A
+//   operand straight from S's accumulators (FlashAttention-2). Lane (g, c) ends holding head
+//   dims 64 h + 16 c .. + 15 of query head g.
+//
+// The softmax works in base 2 (scores scaled by scale * log2 e); row sums stay per lane until
+// the end. Partials for split-K go to the workspace in paged_attention.h's layout (max in
+// natural-log units), and the last warp of a (row, kv head) combines them.
+#include "backend/cuda/paged_attention_tc.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/programmatic_launch.h"
+
+namespace optimate::cuda {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr int kChunk = 16;
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// d[0..1] += A B for rows g (rows g + 8 of A are zero; their results land in scratch
+// registers and are dropped, so they hold no accumulator).
+__device__ __forceinline__ void mma_rows_lo(float (&d)[2], uint32_t a0, uint32_t a2, uint32_t b0,
+                                            uint32_t b1) {
+  asm volatile(
+      "{\n.reg .f32 r2, r3;\n"
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,r2,r3}, {%2,%3,%4,%3}, {%5,%6}, "
+      "{%0,%1,%7,%7};\n}\n"
+      : "+f"(d[0]), "+f"(d[1])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+__device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
+  return *reinterpret_cast<const uint4*>(p);
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+template <int D>
+struct Chunk {
+  uint4 k[2][D / 32];  // keys g and 8 + g, dims 32 s + 8 c .. + 7
+  uint4 v[4][D / 64];  // keys 2c, 2c + 1, 2c + 8, 2c + 9, dims 64 h + 8 g .. + 7
+};
+
+// The cache's block ids for 32 consecutive blocks of the sequence, one per lane, refreshed as
+// the keys move on (a warp-uniform branch).
+struct TableWindow {
+  const int32_t* table;
+  int64_t max_blocks;
+  int first = -1 << 30;
+  int32_t ids = 0;
+
+  __device__ int32_t block_of(int block, int lane) {
+    if (block - first >= 32) {
+      first = block;
+      ids = first + lane < max_blocks ? table[first + lane] : 0;
+    }
+    return __shfl_sync(kFull, ids, block - first);
+  }
+};
+
+// Issues the loads of the 16 keys at c0 (a multiple of 16 inside one cache block); keys at or
+// past `end` read key end - 1 instead and are masked later.
+template <int D>
+__device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionParams& p,
+                                           TableWindow& tw, int c0, int end, int kvh, int g, int c,
+                                           int lane) {
+  const int bs = static_cast<int>(p.block_size);
+  const int block = c0 / bs;
+  const int32_t id = tw.block_of(block, lane);
+  const int64_t base = (static_cast<int64_t>(id) * p.num_kv_heads + kvh) * bs + (c0 - block * bs);
+  const int last = end - 1 - c0;  // keys past it repeat it
+  auto row = [&](int t) { return base + min(t, last); };
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const __nv_bfloat16* src = p.k_cache + row(nt * 8 + g) * D + 8 * c;
+#pragma unroll
+    for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = load16(src + 32 * s);
+  }
+  const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat16* src = p.v_cache + row(keys[i]) * D + 8 * g;
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load16(src + 64 * h);
+  }
+}
+
+struct RowState {
+  float m = -INFINITY;  // running max of row g, base-2 units
+  float l = 0.0f;       // this lane's share of the row sum
+};
+
+template <int D>
+__device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32],
+                                              float (&o)[D / 8][2], RowState& st, int c0, int end,
+                                              float scale_log2, int c) {
+  float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int ks = 0; ks < D / 32; ++ks) {
+      mma_rows_lo(s[nt], q[ks].x, q[ks].y, ch.k[nt][ks].x, ch.k[nt][ks].y);
+      mma_rows_lo(s[nt], q[ks].z, q[ks].w, ch.k[nt][ks].z, ch.k[nt][ks].w);
+    }
+  }
+  float mx = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = c0 + nt * 8 + 2 * c + e;
+      s[nt][e] = key < end ? s[nt][e] * scale_log2 : -INFINITY;
+      mx = fmaxf(mx, s[nt][e]);
+    }
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+  const float m_new = fmaxf(st.m, mx);  // finite: every chunk has a key before `end`
+  if (__any_sync(kFull, m_new > st.m)) {
+    const float alpha = exp2f(st.m - m_new);
+    st.l *= alpha;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[j][0] *= alpha;
+      o[j][1] *= alpha;
+    }
+  }
+  st.m = m_new;
+  float pr[2][2];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    pr[nt][0] = exp2f(s[nt][0] - m_new);
+    pr[nt][1] = exp2f(s[nt][1] - m_new);
+    st.l += pr[nt][0] + pr[nt][1];
+  }
+  const uint32_t a0 = pack_bf16(pr[0][0], pr[0][1]);  // keys 2c, 2c + 1
+  const uint32_t a2 = pack_bf16(pr[1][0], pr[1][1]);  // keys 2c + 8, 2c + 9
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int h = j / 8, w = (j % 8) / 2;
+    const uint32_t sel = (j % 2) ? 0x7632u : 0x5410u;  // high or low bf16 of each key's word
+    const uint32_t b0 = __byte_perm(word(ch.v[0][h], w), word(ch.v[1][h], w), sel);
+    const uint32_t b1 = __byte_perm(word(ch.v[2][h], w), word(ch.v[3][h], w), sel);
+    mma_rows_lo(o[j], a0, a2, b0, b1);
+  }
+}
+
+// Output of the G heads of (row r, kv head kvh) from the first `splits` partials: every lane
+// keeps G x D / 32 sums, so each split's partials for all heads are loads in flight together.
+template <int D>
+__device__ void combine_splits_warp(const PagedAttentionParams& p, int r, int kvh, int G,
+                                    int splits, int64_t tok, int lane) {
+  constexpr int kMaxGroup = 8;
+  const int num_splits = gridDim.z;  // the workspace's stride
+  const float* ml = p.workspace + p.num_rows * p.num_heads * num_splits * D;
+  const int64_t head0 = static_cast<int64_t>(kvh) * G;
+  const int64_t row_base = static_cast<int64_t>(r) * p.num_heads;
+  float weight[kMaxGroup][2];  // split lane and lane + 32: exp(m_s - m) / sum
+#pragma unroll
+  for (int hg = 0; hg < kMaxGroup; ++hg) {
+    weight[hg][0] = weight[hg][1] = 0.0f;
+    if (hg >= G) continue;
+    const int64_t base = (row_base + head0 + hg) * num_splits;
+    float m_s[2], l_s[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int s = lane + 32 * i;
+      m_s[i] = s < splits ? __ldcg(ml + 2 * (base + s)) : -INFINITY;
+      l_s[i] = s < splits ? __ldcg(ml + 2 * (base + s) + 1) : 0.0f;
+    }
+    const float m = group_max(fmaxf(m_s[0], m_s[1]));
+#pragma unroll
+    for (int i = 0; i < 2; ++i) weight[hg][i] = m == -INFINITY || m_s[i] == -INFINITY ? 0.0f : __expf(m_s[i] - m);
+    const float total = group_sum(weight[hg][0] * l_s[0] + weight[hg][1] * l_s[1]);
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    weight[hg][0] *= inv;
+    weight[hg][1] *= inv;
+  }
+  float acc[kMaxGroup][D / 32];
+#pragma unroll
+  for (int hg = 0; hg < kMaxGroup; ++hg)
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) acc[hg][i] = 0.0f;
+#pragma unroll 2
+  for (int s = 0; s < splits; ++s) {
+#pragma unroll
+    for (int hg = 0; hg < kMaxGroup; ++hg) {
+      if (hg >= G) continue;
+      const float w = __shfl_sync(kFull, s < 32 ? weight[hg][0] : weight[hg][1], s % 32);
+      const float* src = p.workspace + ((row_base + head0 + hg) * num_splits + s) * D + lane;
+#pragma unroll
+      for (int i = 0; i < D / 32; ++i) acc[hg][i] += w * __ldcg(src + 32 * i);
+    }
+  }
+#pragma unroll
+  for (int hg = 0; hg < kMaxGroup; ++hg) {
+    if (hg >= G) continue;
+    __nv_bfloat16* dst = p.out + tok * p.out_row_stride + (head0 + hg) * D + lane;
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) dst[32 * i] = __float2bfloat16(acc[hg][i]);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAttentionParams p) {
+  constexpr int KS = D / 32;
+  constexpr int NT = D / 8;
+  const int kvh = blockIdx.x, r = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x, g = lane / 4, c = lane % 4;
+  const int G = static_cast<int>(p.num_heads / p.num_kv_heads);
+  // Step inputs (rows, contexts, block tables) are written before the step's first kernel, so
+  // they may be read before wait_for_prior_grid().
+  const int64_t tok = p.rows ? p.rows[r] : r;
+  const int ctx = p.row_ctx[r];
+  const int chunks = (ctx + kChunk - 1) / kChunk;
+  // With in-launch combining, a row uses at most one split per two chunks (32 keys): a graph
+  // captured with splits for the longest context serves short ones without tiny splits, and
+  // the surplus warps leave at once.
+  const int splits = p.split_counters ? max(1, min(static_cast<int>(gridDim.z), (chunks + 1) / 2))
+                                      : static_cast<int>(gridDim.z);
+  if (split >= splits) return;
+  const int per = (chunks + splits - 1) / splits;
+  const int begin = min(ctx, split * per * kChunk);
+  const int end = min(ctx, begin + per * kChunk);
+  const int64_t head = static_cast<int64_t>(kvh) * G + g;
+  TableWindow tw{p.block_tables + p.row_seq[r] * p.max_blocks_per_seq, p.max_blocks_per_seq};
+
+  // Keys older than the row's last come from earlier launches: the first chunk's loads may go
+  // out while the kernel before (which writes the last key and q) is still running.
+  Chunk<D> a, b;
+  const bool early = p.prior_keys_stable && begin < end && begin + kChunk < ctx;
+  if (early) load_chunk(a, p, tw, begin, end, kvh, g, c, lane);
+  wait_for_prior_grid();
+  allow_next_grid();
+  uint4 q[KS];
+#pragma unroll
+  for (int s = 0; s < KS; ++s)
+    q[s] = g < G ? load16(p.q + tok * p.q_row_stride + head * D + 32 * s + 8 * c) : uint4{0, 0, 0, 0};
+  float o[NT][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) o[j][0] = o[j][1] = 0.0f;
+  RowState st;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  if (!early && begin < end) load_chunk(a, p, tw, begin, end, kvh, g, c, lane);
+  for (int c0 = begin; c0 < end; c0 += 2 * kChunk) {
+    const bool second = c0 + kChunk < end;
+    if (second) load_chunk(b, p, tw, c0 + kChunk, end, kvh, g, c, lane);
+    compute_chunk(a, q, o, st, c0, end, scale_log2, c);
+    if (c0 + 2 * kChunk < end) load_chunk(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
+    if (second) compute_chunk(b, q, o, st, c0 + kChunk, end, scale_log2, c);
+  }
+  float l = st.l;
+  l += __shfl_xor_sync(kFull, l, 1);
+  l += __shfl_xor_sync(kFull, l, 2);
+
+  // Lane (g, c) holds dims 64 h + 16 c + [0, 8) in o[8 h + i][0] and + [8, 16) in o[8 h + i][1].
+  if (splits == 1) {
+    if (g < G) {
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      __nv_bfloat16* dst = p.out + tok * p.out_row_stride + head * D + 16 * c;
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float v[8];
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = o[8 * h + i][half] * inv;
+          store_bf16x8(dst + 64 * h + 8 * half, v);
+        }
+      }
+    }
+    return;
+  }
+  const int num_splits = gridDim.z;
+  const int64_t part = (static_cast<int64_t>(r) * p.num_heads + head) * num_splits + split;
+  float* ml = p.workspace + p.num_rows * p.num_heads * num_splits * D;
+  if (g < G) {
+    float* dst = p.workspace + part * D + 16 * c;
+#pragma unroll
+    for (int h = 0; h < D / 64; ++h)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        dst[64 * h + i] = o[8 * h + i][0];
+        dst[64 * h + 8 + i] = o[8 * h + i][1];
+      }
+    if (c == 0) {
+      ml[2 * part] = st.m * 0.6931471805599453f;  // natural-log units; -inf stays -inf
+      ml[2 * part + 1] = l;
+    }
+  }
+  if (!p.split_counters) return;
+  // The last warp of this (row, kv head) to finish combines every split.
+  __threadfence();
+  __syncwarp();
+  int last = 0;
+  if (lane == 0) {
+    int* counter = p.split_counters + static_cast<int64_t>(r) * p.num_kv_heads + kvh;
+    last = atomicAdd(counter, 1) == splits - 1;
+    if (last) *counter = 0;
+  }
+  if (!__shfl_sync(kFull, last, 0)) return;
+  __threadfence();
+  combine_splits_warp<D>(p, r, kvh, G, splits, tok, lane);
+}
+
+}  // namespace
+
+void paged_attention_tensor_cores(const PagedAttentionParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_rows),
+                  static_cast<unsigned>(p.num_splits));
+  if (p.head_dim == 64)
+    launch_programmatic(paged_attention_tc_kernel<64>, grid, dim3(32), 0, stream,
+                        "paged_attention_tc_kernel", p);
+  else
+    launch_programmatic(paged_attention_tc_kernel<128>, grid, dim3(32), 0, stream,
+                        "paged_attention_tc_kernel", p);
+}
+
+}  // namespace optimate::cuda
