@@ -23,7 +23,7 @@
 #include "backend/cuda/dummy_fill.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/prefill_attention.h"
-#include "cuda_gemv_bench.h"
+#include "cuda_bench_util.h"
 
 using namespace optimate;
 using namespace optimate::cuda;
@@ -160,19 +160,14 @@ int main(int argc, char** argv) {
   int64_t layers = 8, context = 300;
   std::vector<int64_t> batches = {1, 64, 256, 1024};
   std::string out_path, only;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--out") out_path = v;
-    else if (a == "--layers") layers = std::stoll(v);
-    else if (a == "--context") context = std::stoll(v);
-    else if (a == "--only") only = v;
-    else if (a == "--batches") {
-      batches = bench::parse_list(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  const bool flags_ok = bench::parse_flags(
+      argc, argv,
+      {{"--out", [&](const std::string& v) { out_path = v; }},
+       {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
+       {"--context", [&](const std::string& v) { context = std::stoll(v); }},
+       {"--only", [&](const std::string& v) { only = v; }},
+       {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
+  if (!flags_ok) return 2;
   try {
     cudaStream_t s;
     OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -177,19 +177,14 @@ int main(int argc, char** argv) {
   int64_t layers = 32, num_decode_steps = 128, prompt_len = 256, prefill_len = 2048;
   std::vector<int64_t> batches = {64, 256, 1024};
   std::string out_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--out") out_path = argv[i + 1];
-    else if (a == "--layers") layers = std::stoll(argv[i + 1]);
-    else if (a == "--decode-steps") num_decode_steps = std::stoll(argv[i + 1]);
-    else if (a == "--prompt-len") prompt_len = std::stoll(argv[i + 1]);
-    else if (a == "--batches") {
-      batches = bench::parse_list(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
-    }
-  }
+  const bool flags_ok = bench::parse_flags(
+      argc, argv,
+      {{"--out", [&](const std::string& v) { out_path = v; }},
+       {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
+       {"--decode-steps", [&](const std::string& v) { num_decode_steps = std::stoll(v); }},
+       {"--prompt-len", [&](const std::string& v) { prompt_len = std::stoll(v); }},
+       {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
+  if (!flags_ok) return 2;
   try {
     nlohmann::json j;
     cudaDeviceProp prop{};

@@ -6,13 +6,11 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdio>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_bench_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dummy_fill.h"
@@ -32,84 +30,6 @@ inline std::vector<Proj> projections(const ModelConfig& c) {
   return {{"qkv", qkv, c.hidden_size}, {"o", c.hidden_size, c.num_heads * c.head_dim},
           {"gate_up", 2 * c.intermediate_size, c.hidden_size},
           {"down", c.hidden_size, c.intermediate_size}, {"lm_head", c.vocab_size, c.hidden_size}};
-}
-
-// Median ms of one replay of `graph`.
-inline double replay_ms(cudaGraphExec_t graph, cudaStream_t s, int reps) {
-  cudaEvent_t a, b;
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < reps + 2; ++i) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(a, s));
-    OPTIMATE_CUDA_CHECK(cudaGraphLaunch(graph, s));
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(b, s));
-    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (i >= 2) ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-// Writes j to path (no-op for an empty path).
-inline void write_json(const std::string& path, const nlohmann::json& j) {
-  if (path.empty()) return;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) throw std::runtime_error("cannot write " + path);
-  std::fputs(j.dump(2).c_str(), f);
-  std::fclose(f);
-}
-
-// "64,256,1024" -> {64, 256, 1024}.
-inline std::vector<int64_t> parse_list(const std::string& v) {
-  std::vector<int64_t> out;
-  for (size_t p = 0; p < v.size();) {
-    const size_t q = v.find(',', p);
-    out.push_back(std::stoll(v.substr(p, q - p)));
-    p = q == std::string::npos ? v.size() : q + 1;
-  }
-  return out;
-}
-
-// Device-to-device copy of 4 GiB, bytes read + written per second (median of 10, in GB/s):
-// the bandwidth ceiling the decode figures are set against.
-inline double copy_bandwidth_gbs() {
-  const size_t bytes = size_t{4} << 30;
-  DeviceBuffer<uint8_t> src(bytes), dst(bytes);
-  OPTIMATE_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
-  cudaEvent_t a, b;
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < 11; ++i) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(a));
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(b));
-    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (i > 0) ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
-}
-
-template <typename Fn>
-cudaGraphExec_t capture(cudaStream_t s, Fn enqueue) {
-  cudaGraph_t g = nullptr;
-  OPTIMATE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  enqueue();
-  OPTIMATE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t exec = nullptr;
-  OPTIMATE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-  cudaGraphDestroy(g);
-  return exec;
 }
 
 // Per projection, m = 1: `copies` distinct weight copies (beyond L2) streamed back to back in

@@ -6,13 +6,13 @@
 //   cuda_sampling_bench [--out FILE.json] [--reps N]
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_bench_util.h"
 #include "backend/cuda/argmax.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sampling.h"
@@ -57,10 +57,10 @@ struct ParamSet {
 int main(int argc, char** argv) {
   std::string out_path;
   int reps = 30;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-  }
+  if (!bench::parse_flags(argc, argv,
+                          {{"--out", [&](const std::string& v) { out_path = v; }},
+                           {"--reps", [&](const std::string& v) { reps = std::stoi(v); }}}))
+    return 2;
   const std::vector<int64_t> batches = {1, 64, 256};
   const int64_t max_rows = batches.back();
   std::vector<float> host(static_cast<size_t>(max_rows * kVocab));
@@ -121,14 +121,12 @@ int main(int argc, char** argv) {
   j["vocab"] = kVocab;
   j["logits_bytes_per_row"] = kVocab * 4;
   j["sampling"] = results;
-  const std::string text = j.dump(1);
-  if (!out_path.empty()) {
-    FILE* f = std::fopen(out_path.c_str(), "w");
-    if (f) {
-      std::fputs(text.c_str(), f);
-      std::fclose(f);
-    }
+  std::printf("%s\n", j.dump(1).c_str());
+  try {
+    bench::write_json(out_path, j);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_sampling_bench: %s\n", e.what());
+    return 1;
   }
-  std::printf("%s\n", text.c_str());
   return 0;
 }

@@ -20,7 +20,6 @@ int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o) 
   return c.max_position_embeddings > 0 ? std::min<int64_t>(c.max_position_embeddings, 8192) : 8192;
 }
 
-
 // Decode graph batch sizes: powers of two, then every 32.
 int64_t graph_bucket(int64_t num_seqs) {
   int64_t b = 1;
@@ -28,15 +27,6 @@ int64_t graph_bucket(int64_t num_seqs) {
   if (b >= num_seqs) return b;
   return (num_seqs + 31) / 32 * 32;
 }
-
-}  // namespace
-
-DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
-  return {c.num_heads, c.num_kv_heads, c.head_dim, o.block_size,
-          o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores};
-}
-
-namespace {
 
 void check_supported(const ModelConfig& c) {
   if (c.head_dim != 64 && c.head_dim != 128)
@@ -47,6 +37,11 @@ void check_supported(const ModelConfig& c) {
 }
 
 }  // namespace
+
+DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
+  return {c.num_heads, c.num_kv_heads, c.head_dim, o.block_size,
+          o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores};
+}
 
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
                                 int64_t max_model_len) {

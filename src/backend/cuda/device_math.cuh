@@ -27,12 +27,22 @@ struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];
 };
 
-// One 16-byte load. Dereferencing a Bf16x8 pointer directly (or selecting one with ?:) lets the
-// compiler split the access into four 4-byte loads, which cost a prefill kernel 8x its L1
-// requests; going through uint4 keeps it one LDG.128 / LDS.128.
+// One 16-byte load (src 16-byte aligned). Dereferencing a Bf16x8 pointer directly (or selecting
+// one with ?:) lets the compiler split the access into four 4-byte loads, which cost a prefill
+// kernel 8x its L1 requests; going through uint4 keeps it one LDG.128 / LDS.128.
+__device__ __forceinline__ uint4 load_16_bytes(const __nv_bfloat16* src) {
+  return *reinterpret_cast<const uint4*>(src);
+}
+
 __device__ __forceinline__ Bf16x8 load_bf16x8_raw(const __nv_bfloat16* src) {
-  const uint4 v = *reinterpret_cast<const uint4*>(src);
+  const uint4 v = load_16_bytes(src);
   return *reinterpret_cast<const Bf16x8*>(&v);
+}
+
+// Two floats as the bf16 pair an mma fragment register holds (lo in the low half).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
 }
 
 __device__ __forceinline__ void unpack_bf16x8(const Bf16x8& v, float (&dst)[8]) {

@@ -117,7 +117,7 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
                                                  p.c, y, p.c, &p.algo, workspace_.get(),
                                                  workspace_.bytes(), stream);
     // The bucket's algorithm may not take this m; the heuristic for the exact m then decides.
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED && !exact) continue;
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED && !exact && algo_rows(m) != m) continue;
     OPTIMATE_CUBLAS_CHECK(status);
     return;
   }

@@ -35,11 +35,6 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kChunk = 16;
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
 // d[0..1] += A B for rows g (rows g + 8 of A are zero; their results land in scratch
 // registers and are dropped, so they hold no accumulator).
 __device__ __forceinline__ void mma_rows_lo(float (&d)[2], uint32_t a0, uint32_t a2, uint32_t b0,
@@ -50,10 +45,6 @@ __device__ __forceinline__ void mma_rows_lo(float (&d)[2], uint32_t a0, uint32_t
       "{%0,%1,%7,%7};\n}\n"
       : "+f"(d[0]), "+f"(d[1])
       : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
-__device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint4*>(p);
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -99,14 +90,14 @@ __device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionPar
   for (int nt = 0; nt < 2; ++nt) {
     const __nv_bfloat16* src = p.k_cache + row(nt * 8 + g) * D + 8 * c;
 #pragma unroll
-    for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = load16(src + 32 * s);
+    for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = load_16_bytes(src + 32 * s);
   }
   const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const __nv_bfloat16* src = p.v_cache + row(keys[i]) * D + 8 * g;
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load16(src + 64 * h);
+    for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load_16_bytes(src + 64 * h);
   }
 }
 
@@ -260,7 +251,7 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   uint4 q[KS];
 #pragma unroll
   for (int s = 0; s < KS; ++s)
-    q[s] = g < G ? load16(p.q + tok * p.q_row_stride + head * D + 32 * s + 8 * c) : uint4{0, 0, 0, 0};
+    q[s] = g < G ? load_16_bytes(p.q + tok * p.q_row_stride + head * D + 32 * s + 8 * c) : uint4{0, 0, 0, 0};
   float o[NT][2];
 #pragma unroll
   for (int j = 0; j < NT; ++j) o[j][0] = o[j][1] = 0.0f;
