@@ -66,15 +66,16 @@ DeviceBuffer<T> to_device(const std::vector<T>& h) {
   return d;
 }
 
+// splits 0: the runner's choice for this batch and context.
 nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, DecodeAttentionKernel kernel,
-                           int num_sms, double copy_gbs, cudaStream_t s) {
+                           int num_sms, double copy_gbs, cudaStream_t s, int splits = 0) {
   Setup st(layers, batch, context, batch);
   std::vector<int32_t> seq(batch), ctx(batch, static_cast<int32_t>(context));
   std::iota(seq.begin(), seq.end(), 0);
   auto d_seq = to_device(seq);
   auto d_ctx = to_device(ctx);
   const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel};
-  const int splits = paged_attention_num_splits(batch, shape, context, num_sms);
+  if (splits == 0) splits = paged_attention_num_splits(batch, shape, context, num_sms);
   DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
   DeviceBuffer<int> counters(batch * kKvHeads);
   OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
@@ -182,6 +183,12 @@ int main(int argc, char** argv) {
         for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores})
           j["decode"].push_back(decode_case(b, context, layers, k, prop.multiProcessorCount,
                                             j["copy_bandwidth_gb_per_s"], s));
+    // One row: latency, not bandwidth; how the split count moves it.
+    if (only.empty() || only == "decode")
+      for (int splits : {1, 2, 4, 8, 16, 32})
+        for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores})
+          j["decode_batch1_splits"].push_back(decode_case(1, context, layers, k, prop.multiProcessorCount,
+                                                          j["copy_bandwidth_gb_per_s"], s, splits));
     if (only.empty() || only == "prefill") {
       j["prefill"].push_back(prefill_case(1, 2048, layers, s));
       j["prefill"].push_back(prefill_case(32, 256, layers, s));
