@@ -50,17 +50,17 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Four 8x8 bf16 matrices; lane i gives the shared-space address of row i % 8 of matrix i / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
+// Four 8x8 bf16 matrices; lane i gives the address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(row));
+               : "r"(smem_addr(row)));
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(row));
+               : "r"(smem_addr(row)));
 }
 
 // 16 bytes global -> shared, bypassing L1; zero-filled when !valid.
@@ -150,12 +150,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   const float scale_log2 = p.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
-  // This lane's ldmatrix row within a tile (matrix i / 8, row i % 8), as 32-bit shared-space
-  // byte offsets: for K the matrices step over head dims, for V over keys then head dims.
+  // ldmatrix row addresses of this lane within a tile: matrix i / 8, row i % 8.
   const int lm = lane / 8, lr = lane % 8;
-  constexpr uint32_t kRowBytes = 2 * S::kLd;
-  const uint32_t k_lane = lr * kRowBytes + lm * 16;
-  const uint32_t v_lane = ((lm % 2) * 8 + lr) * kRowBytes + (lm / 2) * 16;
 
   for (int it = 0; it < num_kt; ++it) {
     const int kt = it * kBk;
@@ -168,8 +164,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
       cp_async_wait<0>();
     }
     __syncthreads();  // this stage's copies are visible to every warp
-    const uint32_t tK = smem_addr(sK(st)) + k_lane;
-    const uint32_t tV = smem_addr(sV(st)) + v_lane;
+    const __nv_bfloat16* tK = sK(st);
+    const __nv_bfloat16* tV = sV(st);
 
     // S = Q K^T: this warp's 16 rows by the tile's 64 keys. One ldmatrix.x4 gives the B
     // fragments of two k-steps for 8 keys (matrices: dims +0, +8, +16, +24).
@@ -180,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
 #pragma unroll
       for (int k = 0; k < KD; k += 2) {
         uint32_t b[4];
-        ldmatrix_x4(b, tK + n * 8 * kRowBytes + k * 32);
+        ldmatrix_x4(b, tK + (n * 8 + lr) * S::kLd + k * 16 + lm * 8);
         mma_bf16(s[n], qf[k], b[0], b[1]);
         mma_bf16(s[n], qf[k + 1], b[2], b[3]);
       }
@@ -239,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
 #pragma unroll
       for (int n = 0; n < ND; n += 2) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, tV + k * 16 * kRowBytes + n * 16);
+        ldmatrix_x4_trans(b, tV + (k * 16 + (lm % 2) * 8 + lr) * S::kLd + n * 8 + (lm / 2) * 8);
         mma_bf16(o[n], pf[k], b[0], b[1]);
         mma_bf16(o[n + 1], pf[k], b[2], b[3]);
       }
