@@ -37,8 +37,11 @@ scrape_configs:
         while time.monotonic() < deadline and not results:
             assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
             try:
-                body = httpx.get(api + "/query", params={"query": "vllm:num_requests_running"}, timeout=5).json()
-                results = body["data"]["result"] if body.get("status") == "success" else []
+                # Until its storage is open Prometheus answers 503 "Service Unavailable" in plain text.
+                reply = httpx.get(api + "/query", params={"query": "vllm:num_requests_running"}, timeout=5)
+                if reply.status_code == 200:
+                    body = reply.json()
+                    results = body["data"]["result"] if body.get("status") == "success" else []
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
