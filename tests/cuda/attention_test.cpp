@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                          ::testing::Values(Shape{32, 8, 128}, Shape{9, 3, 64}, Shape{14, 2, 64},
                                            Shape{4, 4, 128}, Shape{16, 2, 128}));
 
-// Prefill: three sequences, chunks that start after earlier context, lengths off the tile
+// Prefill: five sequences, chunks that start after earlier context, lengths off the tile
 // and block grid. Both the tensor-core tiles and the single-row fallback are checked.
 class PrefillAttention : public ::testing::TestWithParam<Shape> {};
 
@@ -165,7 +165,7 @@ TEST_P(PrefillAttention, CausalChunksMatchCpuTwin) {
   OPTIMATE_REQUIRE_GPU();
   const Shape s = GetParam();
   struct Chunk { int64_t start, n; };
-  const std::vector<Chunk> chunks = {{0, 130}, {37, 70}, {200, 1}, {0, 64}};
+  const std::vector<Chunk> chunks = {{0, 130}, {37, 70}, {200, 1}, {0, 64}, {5, 300}};
   std::vector<int64_t> lens;
   for (auto& ch : chunks) lens.push_back(ch.start + ch.n);
   CacheFixture c(s, lens, 21);

@@ -2,13 +2,15 @@
 // (mma.sync m16n8k16, fp32 accumulate), FlashAttention-2 style: every intermediate lives in
 // registers.
 //
-// One block computes one (query head, tile of 64 query rows); its four warps own 16 rows each.
-// K and V tiles of 64 keys stream into shared memory through cp.async, two stages deep, so the
-// next tile's gather from the cache's pages overlaps this tile's arithmetic. Each warp computes
-// S = Q K^T for its 16 rows (Q's fragments are loaded once, K's come by ldmatrix), applies the
-// causal mask and an online softmax (a row's values sit in the four lanes of a quad), turns P
-// into the A operand of the next product without leaving registers, and adds P V (V's
-// fragments by ldmatrix.trans from the row-major tile).
+// One block computes one (query head, tile of 128 query rows); its four warps own 32 rows
+// each, as two 16-row m-tiles, so every K or V fragment taken from shared memory feeds two
+// MMAs. The Q tile is copied into shared memory once; K and V tiles of 64 keys stream in
+// through cp.async, two stages deep, so the next tile's gather from the cache's pages overlaps
+// this tile's arithmetic. Each warp computes S = Q K^T for its rows (Q's fragments by ldmatrix,
+// K's by ldmatrix), applies the causal mask and an online softmax (a row's values sit in the
+// four lanes of a quad), turns P into the A operand of the next product without leaving
+// registers, and adds P V (V's fragments by ldmatrix.trans from the row-major tile). A warp
+// whose rows all precede a key tile skips it.
 //
 // Fragment layout of mma.m16n8k16 (g = lane / 4, c = lane % 4): A holds rows g and g + 8,
 // columns 2c, 2c + 1 and 2c + 8, 2c + 9; B holds k rows 2c, 2c + 1, 2c + 8, 2c + 9 of column
@@ -16,9 +18,9 @@
 //
 // Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; caches [num_blocks,
 // num_kv_heads, block_size, head_dim]; tiles [num_tiles, 4] int32 (see the header).
-// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (two K/V stages).
-// Blocks take the tiles last to first: with one long prompt the late tiles carry the most
-// keys, and starting them first shortens the tail.
+// Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (the Q tile and two
+// K/V stages; two blocks fit an SM). Blocks take the tiles last to first: with one long prompt
+// the late tiles carry the most keys, and starting them first shortens the tail.
 #include "backend/cuda/prefill_attention.h"
 
 #include "backend/cuda/cuda_check.h"
@@ -28,14 +30,18 @@ namespace optimate::cuda {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMTiles = 2;  // 16-row m-tiles per warp
+constexpr int kWarpRows = 16 * kMTiles;
 constexpr int kBk = 64;
-static_assert(kPrefillTileRows == 16 * (kThreads / 32), "a warp owns 16 query rows of the tile");
+static_assert(kPrefillTileRows == kWarpRows * kWarps, "the warps' rows make up the tile");
 
 template <int D>
 struct Smem {
   static constexpr int kLd = D + 8;  // bf16; the pad puts the 8 rows of an ldmatrix on all banks
   static constexpr size_t kTile = sizeof(__nv_bfloat16) * kBk * kLd;
-  static constexpr size_t kBytes = 2 * 2 * kTile;  // {K, V} x two stages
+  static constexpr size_t kQ = sizeof(__nv_bfloat16) * kPrefillTileRows * kLd;
+  static constexpr size_t kBytes = kQ + 2 * 2 * kTile;  // Q, then {K, V} x two stages
 };
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -76,10 +82,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ uint32_t load_u32(const __nv_bfloat16* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
 // Issues the copies of the 64 keys from kt into one stage: lanes take consecutive 16-byte
 // pieces of a row, so each warp instruction moves two whole cache rows.
 template <int D>
@@ -100,14 +102,83 @@ __device__ __forceinline__ void load_tile(const PrefillAttentionParams& p, const
   }
 }
 
+// The tile's query rows of head h into shared memory; rows past nq read as zero.
 template <int D>
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const PrefillAttentionParams p) {
+__device__ __forceinline__ void load_q(const PrefillAttentionParams& p, int64_t tok0, int nq, int h,
+                                       __nv_bfloat16* sQ) {
+  constexpr int kPieces = D / 8;
+  const int piece = threadIdx.x % kPieces;
+#pragma unroll
+  for (int j = threadIdx.x / kPieces; j < kPrefillTileRows; j += kThreads / kPieces) {
+    const bool valid = j < nq;
+    const __nv_bfloat16* src = p.q + (valid ? (tok0 + j) * p.q_row_stride + h * D : 0) + piece * 8;
+    cp_async16(sQ + j * Smem<D>::kLd + piece * 8, src, valid);
+  }
+}
+
+// Causal mask and online softmax of one m-tile's scores s (16 rows by the 64 keys from kt);
+// leaves P in pf as the A operand of P V and rescales the m-tile's output o. A row's 64 values
+// are spread over the lanes of a quad; qpos0 / qpos1 are the positions of rows g and g + 8.
+template <int ND>
+__device__ __forceinline__ void online_softmax(float (&s)[kBk / 8][4], float (&o)[ND][4],
+                                               uint32_t (&pf)[kBk / 16][4], float (&m)[2],
+                                               float (&l)[2], bool masked, int kt, int qpos0,
+                                               int qpos1, int c, float scale_log2) {
+  constexpr int NK = kBk / 8;
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int n = 0; n < NK; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int kpos = kt + n * 8 + 2 * c + e;
+      s[n][e] = !masked || kpos <= qpos0 ? s[n][e] * scale_log2 : -INFINITY;
+      s[n][2 + e] = !masked || kpos <= qpos1 ? s[n][2 + e] * scale_log2 : -INFINITY;
+      mx0 = fmaxf(mx0, s[n][e]);
+      mx1 = fmaxf(mx1, s[n][2 + e]);
+    }
+  }
+#pragma unroll
+  for (int d = 1; d < 4; d *= 2) {
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, d));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, d));
+  }
+  const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
+  const float base0 = mn0 == -INFINITY ? 0.0f : mn0;  // fully masked rows so far
+  const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
+  const float alpha0 = exp2f(m[0] - base0), alpha1 = exp2f(m[1] - base1);
+  m[0] = mn0;
+  m[1] = mn1;
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int n = 0; n < NK; ++n) {
+    const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
+    const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
+    sum0 += p0 + p1;
+    sum1 += p2 + p3;
+    pf[n / 2][(n % 2) * 2 + 0] = pack_bf16(p0, p1);
+    pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
+  }
+  l[0] = l[0] * alpha0 + sum0;  // per-lane share of the row sum; the quad adds up at the end
+  l[1] = l[1] * alpha1 + sum1;
+#pragma unroll
+  for (int n = 0; n < ND; ++n) {
+    o[n][0] *= alpha0;
+    o[n][1] *= alpha0;
+    o[n][2] *= alpha1;
+    o[n][3] *= alpha1;
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const PrefillAttentionParams p) {
   using S = Smem<D>;
   constexpr int KD = D / 16;   // k-steps over head_dim
   constexpr int ND = D / 8;    // 8-wide column tiles of the output
   constexpr int NK = kBk / 8;  // 8-wide column tiles of S
+  constexpr int MT = kMTiles;
   extern __shared__ __align__(128) unsigned char smem[];
-  auto* stage_base = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
+  auto* stage_base = reinterpret_cast<__nv_bfloat16*>(smem + S::kQ);
   auto sK = [&](int st) { return stage_base + (2 * st) * (S::kTile / 2); };
   auto sV = [&](int st) { return stage_base + (2 * st + 1) * (S::kTile / 2); };
 
@@ -124,31 +195,21 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
   const int kv_end = pos0 + nq;  // keys [0, kv_end)
   const int num_kt = (kv_end + kBk - 1) / kBk;
 
+  load_q<D>(p, tok0, nq, h, sQ);
   load_tile<D>(p, table, kvh, 0, kv_end, sK(0), sV(0));
   cp_async_commit();
 
-  // This lane's query rows (within the tile) and their positions.
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
-  const int qpos0 = pos0 + r0, qpos1 = pos0 + r1;
-
-  // Q fragments, loaded once; padding rows read as zero.
-  uint32_t qf[KD][4];
-  {
-    const __nv_bfloat16* q0 = p.q + (tok0 + r0) * p.q_row_stride + h * D;
-    const __nv_bfloat16* q1 = p.q + (tok0 + r1) * p.q_row_stride + h * D;
+  // This warp's rows within the tile: m-tile mt holds rows w0 + 16 mt + {g, g + 8}.
+  const int w0 = warp * kWarpRows;
+  const bool has_rows = w0 < nq;  // warps wholly past the last row have nothing to compute
+  float o[MT][ND][4];
 #pragma unroll
-    for (int k = 0; k < KD; ++k) {
-      const int col = k * 16 + 2 * c;
-      qf[k][0] = r0 < nq ? load_u32(q0 + col) : 0u;
-      qf[k][1] = r1 < nq ? load_u32(q1 + col) : 0u;
-      qf[k][2] = r0 < nq ? load_u32(q0 + col + 8) : 0u;
-      qf[k][3] = r1 < nq ? load_u32(q1 + col + 8) : 0u;
-    }
-  }
-  float o[ND][4];
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int n = 0; n < ND; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int n = 0; n < ND; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
   const float scale_log2 = p.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
   // ldmatrix row addresses of this lane within a tile: matrix i / 8, row i % 8.
   const int lm = lane / 8, lr = lane % 8;
@@ -163,100 +224,85 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Prefi
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();  // this stage's copies are visible to every warp
-    const __nv_bfloat16* tK = sK(st);
-    const __nv_bfloat16* tV = sV(st);
-
-    // S = Q K^T: this warp's 16 rows by the tile's 64 keys. One ldmatrix.x4 gives the B
-    // fragments of two k-steps for 8 keys (matrices: dims +0, +8, +16, +24).
-    float s[NK][4];
+    __syncthreads();  // this stage's copies (and the Q tile) are visible to every warp
+    // A key tile that starts after this warp's last row is masked out whole.
+    if (has_rows && kt <= pos0 + w0 + kWarpRows - 1) {
+      const __nv_bfloat16* tK = sK(st);
+      const __nv_bfloat16* tV = sV(st);
+      // S = Q K^T: the warp's two m-tiles by the tile's 64 keys. Per pair of k-steps, one
+      // ldmatrix.x4 per m-tile and k-step gives Q's A fragment; one ldmatrix.x4 per 8 keys gives
+      // K's B fragments of both k-steps (matrices: dims +0, +8, +16, +24), used by both m-tiles.
+      float s[MT][NK][4];
 #pragma unroll
-    for (int n = 0; n < NK; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NK; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
 #pragma unroll
       for (int k = 0; k < KD; k += 2) {
-        uint32_t b[4];
-        ldmatrix_x4(b, tK + (n * 8 + lr) * S::kLd + k * 16 + lm * 8);
-        mma_bf16(s[n], qf[k], b[0], b[1]);
-        mma_bf16(s[n], qf[k + 1], b[2], b[3]);
+        uint32_t qa[MT][2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            ldmatrix_x4(qa[mt][j], sQ + (w0 + 16 * mt + (lm % 2) * 8 + lr) * S::kLd + (k + j) * 16 + (lm / 2) * 8);
+#pragma unroll
+        for (int n = 0; n < NK; ++n) {
+          uint32_t b[4];
+          ldmatrix_x4(b, tK + (n * 8 + lr) * S::kLd + k * 16 + lm * 8);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(s[mt][n], qa[mt][0], b[0], b[1]);
+            mma_bf16(s[mt][n], qa[mt][1], b[2], b[3]);
+          }
+        }
       }
-    }
-    // Causal mask and online softmax; a row's 64 values are spread over the lanes of a quad.
-    // Only tiles that reach past the warp's first query position need the mask (rows past nq
-    // are never stored, so they go unmasked).
-    const bool masked = kt + kBk - 1 > pos0 + warp * 16;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+      uint32_t pf[MT][kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
 #pragma unroll
-    for (int n = 0; n < NK; ++n) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int kpos = kt + n * 8 + 2 * c + e;
-        s[n][e] = !masked || kpos <= qpos0 ? s[n][e] * scale_log2 : -INFINITY;
-        s[n][2 + e] = !masked || kpos <= qpos1 ? s[n][2 + e] * scale_log2 : -INFINITY;
-        mx0 = fmaxf(mx0, s[n][e]);
-        mx1 = fmaxf(mx1, s[n][2 + e]);
+      for (int mt = 0; mt < MT; ++mt) {
+        const int first = pos0 + w0 + 16 * mt;  // position of the m-tile's first row
+        online_softmax<ND>(s[mt], o[mt], pf[mt], m[mt], l[mt], kt + kBk - 1 > first, kt, first + g,
+                           first + g + 8, c, scale_log2);
       }
-    }
+      // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
+      // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8), used by both m-tiles.
 #pragma unroll
-    for (int d = 1; d < 4; d *= 2) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, d));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, d));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float base0 = mn0 == -INFINITY ? 0.0f : mn0;  // fully masked rows so far
-    const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float alpha0 = exp2f(m0 - base0), alpha1 = exp2f(m1 - base1);
-    m0 = mn0;
-    m1 = mn1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-    uint32_t pf[kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
+      for (int k = 0; k < kBk / 16; ++k) {
 #pragma unroll
-    for (int n = 0; n < NK; ++n) {
-      const float p0 = exp2f(s[n][0] - base0), p1 = exp2f(s[n][1] - base0);
-      const float p2 = exp2f(s[n][2] - base1), p3 = exp2f(s[n][3] - base1);
-      sum0 += p0 + p1;
-      sum1 += p2 + p3;
-      pf[n / 2][(n % 2) * 2 + 0] = pack_bf16(p0, p1);
-      pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
-    }
-    l0 = l0 * alpha0 + sum0;  // per-lane share of the row sum; the quad adds up at the end
-    l1 = l1 * alpha1 + sum1;
+        for (int n = 0; n < ND; n += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, tV + (k * 16 + (lm % 2) * 8 + lr) * S::kLd + n * 8 + (lm / 2) * 8);
 #pragma unroll
-    for (int n = 0; n < ND; ++n) {
-      o[n][0] *= alpha0;
-      o[n][1] *= alpha0;
-      o[n][2] *= alpha1;
-      o[n][3] *= alpha1;
-    }
-    // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
-    // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8).
-#pragma unroll
-    for (int k = 0; k < kBk / 16; ++k) {
-#pragma unroll
-      for (int n = 0; n < ND; n += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, tV + (k * 16 + (lm % 2) * 8 + lr) * S::kLd + n * 8 + (lm / 2) * 8);
-        mma_bf16(o[n], pf[k], b[0], b[1]);
-        mma_bf16(o[n + 1], pf[k], b[2], b[3]);
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(o[mt][n], pf[mt][k], b[0], b[1]);
+            mma_bf16(o[mt][n + 1], pf[mt][k], b[2], b[3]);
+          }
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
 #pragma unroll
-  for (int d = 1; d < 4; d *= 2) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, d);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, d);
-  }
-  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
-  const float inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  for (int mt = 0; mt < MT; ++mt) {
+    float l0 = l[mt][0], l1 = l[mt][1];
 #pragma unroll
-  for (int n = 0; n < ND; ++n) {
-    const int col = h * D + n * 8 + 2 * c;
-    if (r0 < nq)
-      *reinterpret_cast<uint32_t*>(p.out + (tok0 + r0) * p.out_row_stride + col) = pack_bf16(o[n][0] * inv0, o[n][1] * inv0);
-    if (r1 < nq)
-      *reinterpret_cast<uint32_t*>(p.out + (tok0 + r1) * p.out_row_stride + col) = pack_bf16(o[n][2] * inv1, o[n][3] * inv1);
+    for (int d = 1; d < 4; d *= 2) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, d);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, d);
+    }
+    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
+    const float inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    const int r0 = w0 + 16 * mt + g, r1 = r0 + 8;
+#pragma unroll
+    for (int n = 0; n < ND; ++n) {
+      const int col = h * D + n * 8 + 2 * c;
+      if (r0 < nq)
+        *reinterpret_cast<uint32_t*>(p.out + (tok0 + r0) * p.out_row_stride + col) =
+            pack_bf16(o[mt][n][0] * inv0, o[mt][n][1] * inv0);
+      if (r1 < nq)
+        *reinterpret_cast<uint32_t*>(p.out + (tok0 + r1) * p.out_row_stride + col) =
+            pack_bf16(o[mt][n][2] * inv1, o[mt][n][3] * inv1);
+    }
   }
 }
 

@@ -13,7 +13,7 @@ namespace optimate::cuda {
 //   {first token row, number of query rows, position of the first row, block-table row}.
 // Query row i (position pos0 + i) attends to keys at positions [0, pos0 + i], which must
 // already be in the cache (this step's keys included).
-inline constexpr int kPrefillTileRows = 64;
+inline constexpr int kPrefillTileRows = 128;
 
 struct PrefillAttentionParams {
   const __nv_bfloat16* q = nullptr;  // token row t's heads at q + t * q_row_stride
