@@ -22,7 +22,7 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
                .element_bits = static_cast<int64_t>(std::llround(p.kv_bytes_per_element * 8))};
 }
 
-void SimModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+size_t SimModelRunner::run(const ForwardBatch& batch) {
   work_.clear();
   size_t rows = 0;
   for (const SeqSlice& s : batch.seqs) {
@@ -31,7 +31,22 @@ void SimModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   }
   last_ = cost_.step_cost(work_);
   clock_->advance_ns(static_cast<int64_t>(std::llround(last_.seconds * 1e9)));
+  return rows;
+}
+
+void SimModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  const size_t rows = run(batch);
   logits.assign(rows * static_cast<size_t>(config_.vocab_size), 0.0f);
+}
+
+bool SimModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                                    std::vector<int32_t>& token_ids) {
+  for (const SampleSpec& r : rows)
+    if (!r.params->greedy()) return false;
+  const size_t n = run(batch);
+  OPTIMATE_CHECK(n == rows.size(), "step has {} logits rows, {} sampling rows given", n, rows.size());
+  token_ids.assign(n, 0);
+  return true;
 }
 
 }  // namespace optimate::bench

@@ -24,6 +24,11 @@ class SimModelRunner final : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  // Greedy rows draw token 0 (the argmax of an all-zero row) without building the logits, as
+  // a GPU backend samples on the device; a step with any other row returns false and goes
+  // through forward and the host sampler.
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override;
 
   const CostModel& cost_model() const { return cost_; }
   const StepCost& last_step() const { return last_; }
@@ -35,6 +40,9 @@ class SimModelRunner final : public ModelRunner {
   KvCacheShape kv_shape_;
   StepCost last_;
   std::vector<SeqWork> work_;
+
+  // Advances the clock by the batch's cost; returns the number of logits rows.
+  size_t run(const ForwardBatch& batch);
 };
 
 }  // namespace optimate::bench

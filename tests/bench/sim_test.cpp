@@ -9,6 +9,7 @@
 #include "bench/plots.h"
 #include "bench/report_markdown.h"
 #include "bench/report_json.h"
+#include "bench/sim_runner.h"
 #include "bench/summary.h"
 
 namespace optimate::bench {
@@ -69,6 +70,32 @@ RunResult simulate(const Workload& w) {
   config.max_num_seqs = 32;
   BuiltEngine target = build_sim_engine(config, load_cost_profile(kProfile), w.spec.token_id_max + 1);
   return run_in_process(target, w);
+}
+
+// Greedy steps draw their tokens the way a GPU backend does (no logits to the host) and cost
+// the same simulated time as the logits path; a step with a sampled row falls back.
+TEST(Sim, GreedyStepsSampleOnTheDeviceAtTheSameCost) {
+  auto clock = std::make_shared<FakeClock>();
+  SimModelRunner runner(load_cost_profile(kProfile), clock, 50);
+  const std::vector<int32_t> prompt(37, 3), one = {7};
+  const std::vector<int32_t> table = {0, 1, 2};
+  const ForwardBatch batch{{SeqSlice{prompt, 0, table, true}, SeqSlice{one, 20, table, true}}};
+  SamplingParams greedy, sampled;
+  greedy.temperature = 0.0f;
+  sampled.temperature = 0.7f;
+  const std::vector<SampleSpec> greedy_rows = {{&greedy, 1, 0}, {&greedy, 2, 5}};
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(runner.forward_sample(batch, greedy_rows, tokens));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{0, 0}));
+  const int64_t device_ns = clock->now_ns();
+  EXPECT_GT(device_ns, 0);
+  std::vector<float> logits;
+  runner.forward(batch, logits);
+  EXPECT_EQ(clock->now_ns(), 2 * device_ns);
+  EXPECT_EQ(logits, std::vector<float>(2 * 50, 0.0f));  // whose argmax is token 0
+  const std::vector<SampleSpec> mixed = {{&greedy, 1, 0}, {&sampled, 2, 5}};
+  EXPECT_FALSE(runner.forward_sample(batch, mixed, tokens));
+  EXPECT_EQ(clock->now_ns(), 2 * device_ns);  // nothing ran
 }
 
 TEST(Sim, SameWorkloadAndProfileGiveTheSameReport) {
