@@ -1,0 +1,213 @@
+// The CUDA runner's host side: how a step's slices become the kernels' work lists (prefill
+// tiles, single-query rows, KV slots, logits rows, graph padding), which bad batches are
+// refused before anything reaches the GPU, and the decode split choice. Pure host code, so CI
+// runs it without a GPU.
+#include "backend/cuda/step_inputs.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/paged_attention.h"
+#include "backend/cuda/prefill_attention.h"
+#include "core/error.h"
+
+namespace optimate::cuda {
+namespace {
+
+StepLimits limits() {
+  StepLimits l;
+  l.max_num_tokens = 1024;
+  l.max_num_seqs = 8;
+  l.max_blocks_per_seq = 32;
+  l.block_size = 16;
+  l.num_kv_blocks = 256;
+  l.vocab_size = 1000;
+  l.max_model_len = 512;
+  return l;
+}
+
+struct Packed {
+  StepLayout layout;
+  std::vector<int32_t> buf;
+  StepInputs in;
+  int32_t at(int64_t offset, int64_t i) const { return buf[static_cast<size_t>(offset + i)]; }
+  std::array<int32_t, 4> tile(int64_t i) const {
+    return {at(layout.tiles, 4 * i), at(layout.tiles, 4 * i + 1), at(layout.tiles, 4 * i + 2),
+            at(layout.tiles, 4 * i + 3)};
+  }
+};
+
+Packed pack(const ForwardBatch& batch, const StepLimits& l, int64_t pad_to = 0) {
+  Packed p{StepLayout(l), {}, {}};
+  p.buf.assign(static_cast<size_t>(p.layout.total), -7);
+  p.in = pack_step(batch, l, p.layout, p.buf.data(), pad_to);
+  return p;
+}
+
+std::vector<int32_t> iota_ids(int64_t n, int32_t first) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+// A 300-token prompt chunk that starts after 5 cached tokens, next to one decode token: the
+// chunk becomes three causal tiles of kPrefillTileRows rows (the last partial), the decode
+// token one attention row; KV slots follow the block tables.
+TEST(StepInputs, PrefillChunkBecomesTilesAndDecodeTokenARow) {
+  static_assert(kPrefillTileRows == 128);
+  const StepLimits l = limits();
+  const std::vector<int32_t> prompt = iota_ids(300, 1), one = {42};
+  const std::vector<int32_t> table_a = iota_ids(20, 100), table_b = {7, 3, 9};
+  const ForwardBatch batch{{SeqSlice{prompt, 5, table_a, true}, SeqSlice{one, 40, table_b, true}}};
+  const Packed p = pack(batch, l);
+  EXPECT_EQ(p.in.num_seqs, 2);
+  EXPECT_EQ(p.in.num_tokens, 301);
+  EXPECT_EQ(p.in.num_tiles, 3);
+  EXPECT_EQ(p.tile(0), (std::array<int32_t, 4>{0, 128, 5, 0}));
+  EXPECT_EQ(p.tile(1), (std::array<int32_t, 4>{128, 128, 133, 0}));
+  EXPECT_EQ(p.tile(2), (std::array<int32_t, 4>{256, 44, 261, 0}));
+  EXPECT_EQ(p.in.num_rows, 1);
+  EXPECT_EQ(p.at(p.layout.rows, 0), 300);
+  EXPECT_EQ(p.at(p.layout.row_seq, 0), 1);
+  EXPECT_EQ(p.at(p.layout.row_ctx, 0), 41);  // positions 0..40
+  EXPECT_EQ(p.in.max_ctx, 305);
+  // Token 17 of the chunk sits at position 22: block 1 of table_a (id 101), offset 6.
+  EXPECT_EQ(p.at(p.layout.token_ids, 17), 18);
+  EXPECT_EQ(p.at(p.layout.positions, 17), 22);
+  EXPECT_EQ(p.at(p.layout.slot_mapping, 17), 101 * 16 + 6);
+  // The decode token at position 40: block 2 of table_b (id 9), offset 8.
+  EXPECT_EQ(p.at(p.layout.slot_mapping, 300), 9 * 16 + 8);
+  EXPECT_EQ(p.in.num_logits_rows, 2);
+  EXPECT_EQ(p.at(p.layout.logits_rows, 0), 299);
+  EXPECT_EQ(p.at(p.layout.logits_rows, 1), 300);
+  // The block tables the kernels read, row per slice.
+  EXPECT_EQ(p.at(p.layout.block_tables, 19), 119);
+  EXPECT_EQ(p.at(p.layout.block_tables, l.max_blocks_per_seq + 2), 9);
+  // The copy to the device covers what was written.
+  bool tiles_copied = false;
+  for (const auto& [offset, count] : p.in.used) tiles_copied |= offset == p.layout.tiles && count == 12;
+  EXPECT_TRUE(tiles_copied);
+}
+
+TEST(StepInputs, WithoutTensorCorePrefillEveryChunkTokenIsARow) {
+  StepLimits l = limits();
+  l.tensor_core_prefill = false;
+  const std::vector<int32_t> prompt = iota_ids(20, 1);
+  const std::vector<int32_t> table = {4, 5};
+  const Packed p = pack(ForwardBatch{{SeqSlice{prompt, 3, table, false}}}, l);
+  EXPECT_EQ(p.in.num_tiles, 0);
+  EXPECT_EQ(p.in.num_rows, 20);
+  EXPECT_EQ(p.in.num_logits_rows, 0);
+  for (int64_t j = 0; j < 20; ++j) EXPECT_EQ(p.at(p.layout.row_ctx, j), 3 + j + 1) << j;
+}
+
+// A captured graph of 4 rows replays a batch of 3: the padding row writes no KV, attends to
+// nothing, and its logits row is ignored by the caller.
+TEST(StepInputs, UniformDecodePadsToTheGraphBatch) {
+  const StepLimits l = limits();
+  const std::vector<int32_t> a = {1}, b = {2}, c = {3}, table = {0, 1, 2};
+  const ForwardBatch batch{{SeqSlice{a, 10, table, true}, SeqSlice{b, 20, table, true},
+                            SeqSlice{c, 30, table, true}}};
+  ASSERT_TRUE(is_uniform_decode(batch));
+  const Packed p = pack(batch, l, 4);
+  EXPECT_EQ(p.in.num_seqs, 3);
+  EXPECT_EQ(p.in.num_tokens, 4);
+  EXPECT_EQ(p.in.num_rows, 4);
+  EXPECT_EQ(p.in.num_logits_rows, 4);
+  EXPECT_EQ(p.at(p.layout.slot_mapping, 3), -1);
+  EXPECT_EQ(p.at(p.layout.row_ctx, 3), 0);
+  EXPECT_EQ(p.at(p.layout.row_ctx, 2), 31);
+  // Padding applies only to uniform decode batches.
+  const std::vector<int32_t> two = {1, 2};
+  EXPECT_FALSE(is_uniform_decode(ForwardBatch{{SeqSlice{two, 0, table, true}}}));
+  EXPECT_THROW(pack(ForwardBatch{{SeqSlice{two, 0, table, true}}}, l, 4), Error);
+}
+
+// Every bad batch is an InvalidArgument naming the slice, before anything reaches the GPU.
+TEST(StepInputs, BadBatchesAreRefusedWithTheSliceNamed) {
+  const StepLimits l = limits();
+  const std::vector<int32_t> ok = {5, 6}, bad_token = {5, 1000}, negative = {-1};
+  const std::vector<int32_t> table = {0, 1}, short_table = {}, bad_block = {0, 256};
+  const std::vector<int32_t> long_prompt = iota_ids(1025, 0), one = {1};
+  struct Case {
+    std::string name;
+    ForwardBatch batch;
+    std::string expected;
+  };
+  std::vector<SeqSlice> nine(9, SeqSlice{one, 0, table, true});
+  const std::vector<Case> cases = {
+      {"empty batch", ForwardBatch{}, "empty batch"},
+      {"token outside the vocabulary", ForwardBatch{{SeqSlice{ok, 0, table, true}, SeqSlice{bad_token, 0, table, true}}},
+       "slice 1 token 1 is 1000"},
+      {"negative token", ForwardBatch{{SeqSlice{negative, 0, table, true}}}, "slice 0 token 0 is -1"},
+      {"past max_model_len", ForwardBatch{{SeqSlice{ok, 511, table, true}}}, "beyond max_model_len 512"},
+      {"negative position", ForwardBatch{{SeqSlice{ok, -1, table, true}}}, "slice 0 covers positions [-1"},
+      {"block table too short", ForwardBatch{{SeqSlice{ok, 31, table, true}}}, "slice 0 has a block table of 2 blocks; positions up to 33 need 3"},
+      {"no block table", ForwardBatch{{SeqSlice{ok, 0, short_table, true}}}, "block table of 0 blocks"},
+      {"block id outside the cache", ForwardBatch{{SeqSlice{ok, 16, bad_block, true}}}, "slice 0 block 1 is id 256"},
+      {"empty slice", ForwardBatch{{SeqSlice{short_table, 0, table, true}}}, "slice 0 has no tokens"},
+      {"too many sequences", ForwardBatch{nine}, "9 sequences exceed max_num_seqs 8"},
+      {"too many tokens", ForwardBatch{{SeqSlice{long_prompt, 0, table, true}}}, "1025 tokens exceed"},
+  };
+  for (const Case& c : cases) {
+    try {
+      pack(c.batch, l);
+      ADD_FAILURE() << c.name << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << c.name;
+      EXPECT_NE(std::string(e.what()).find(c.expected), std::string::npos) << c.name << ": " << e.what();
+    }
+  }
+}
+
+// The worst case the layout reserves tiles for: every sequence one token past a tile boundary.
+TEST(StepInputs, LayoutHoldsTheMostTilesABatchCanNeed) {
+  StepLimits l = limits();
+  l.max_num_tokens = 8 * (kPrefillTileRows + 1);
+  l.max_model_len = 4096;
+  const std::vector<int32_t> prompt = iota_ids(kPrefillTileRows + 1, 0);
+  const std::vector<int32_t> table = iota_ids(32, 0);
+  ForwardBatch batch;
+  for (int i = 0; i < 8; ++i) batch.seqs.push_back(SeqSlice{prompt, 0, table, true});
+  const Packed p = pack(batch, l);
+  EXPECT_EQ(p.in.num_tiles, 16);
+  EXPECT_LE(p.in.num_tiles, p.layout.max_tiles);
+  EXPECT_EQ(p.tile(15), (std::array<int32_t, 4>{static_cast<int32_t>(8 * (kPrefillTileRows + 1) - 1), 1,
+                                                 kPrefillTileRows, 7}));
+}
+
+const DecodeAttentionShape kLlama3{32, 8, 128, 16, DecodeAttentionKernel::kAuto};
+
+TEST(DecodeSplits, KernelChoiceFollowsTheGqaShapeAndBlockSize) {
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 8, 16), DecodeAttentionKernel::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 8, 32), DecodeAttentionKernel::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 32, 16), DecodeAttentionKernel::kCudaCores);  // MHA
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 8, 8), DecodeAttentionKernel::kCudaCores);
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 2, 16), DecodeAttentionKernel::kCudaCores);  // group 16
+  EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kCudaCores, 32, 8, 16), DecodeAttentionKernel::kCudaCores);
+}
+
+// Few rows split their keys to fill the SMs, never below 32 keys a split nor past 64 splits;
+// many rows do not split; the workspace sized once covers every case that splits.
+TEST(DecodeSplits, SplitsFillTheGpuOnlyWhenRowsAreFew) {
+  EXPECT_EQ(paged_attention_num_splits(1, kLlama3, 300, 132), 10);     // 300 keys: 10 splits of 32
+  EXPECT_EQ(paged_attention_num_splits(1, kLlama3, 8192, 132), 64);    // capped
+  EXPECT_EQ(paged_attention_num_splits(1, kLlama3, 20, 132), 1);       // one split's worth of keys
+  EXPECT_EQ(paged_attention_num_splits(1024, kLlama3, 8192, 132), 1);  // the rows fill the GPU
+  const int64_t rows = paged_attention_split_rows(kLlama3, 132);
+  EXPECT_EQ(paged_attention_num_splits(rows, kLlama3, 1 << 20, 132), 1);
+  const int64_t reserved = paged_attention_split_workspace_floats(kLlama3, 132);
+  for (int64_t r = 1; r < rows; ++r) {
+    const int s = paged_attention_num_splits(r, kLlama3, 1 << 20, 132);
+    EXPECT_GE(s, 1);
+    EXPECT_LE(paged_attention_workspace_floats(r, kLlama3.num_heads, s, kLlama3.head_dim), reserved) << r;
+  }
+  EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1 << 20, 132), 3);  // 512 (row, kv head) warps: 3 splits reach 1056
+}
+
+}  // namespace
+}  // namespace optimate::cuda
