@@ -1,5 +1,7 @@
 // CPU runner speed on SmolLM2-135M-Instruct: single-sequence decode and 128-token prefill,
-// reported as tokens/s, per thread count. Skipped when the model file is absent.
+// reported as tokens/s, per thread count, with the weights kept as the file's Q4_1/Q8_0 blocks
+// (the default) and widened to fp32 (the reference path) side by side. Skipped when the model
+// file is absent.
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -29,11 +31,14 @@ const optimate::LoadedModel* model() {
   return loaded.get();
 }
 
-std::unique_ptr<CpuModelRunner> make_runner(int threads) {
+// quantized: the runner keeps Q8_0/Q4_1 matrices as stored (else fp32).
+std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, bool quantized) {
+  state.SetLabel(quantized ? "quantized weights" : "fp32 weights");
   return std::make_unique<CpuModelRunner>(model()->config, model()->weights,
                                           optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kMaxContext / kBlockSize,
                                                                           .block_size = kBlockSize,
-                                                                          .num_threads = threads});
+                                                                          .num_threads = threads,
+                                                                          .keep_quantized = quantized});
 }
 
 std::vector<int32_t> block_table() {
@@ -51,7 +56,7 @@ std::vector<int32_t> prompt(int64_t n) {
 // Decodes one token per iteration after a 32-token prompt, context growing to 512 and wrapping.
 void BM_Decode(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(static_cast<int>(state.range(0)));
+  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1) != 0);
   const auto table = block_table();
   const auto ids = prompt(32);
   std::vector<float> logits;
@@ -65,15 +70,16 @@ void BM_Decode(benchmark::State& state) {
     pos = pos + 1 < 512 ? pos + 1 : 32;
   }
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["weight MB"] = static_cast<double>(runner->weight_bytes()) / 1e6;
 }
-BENCHMARK(BM_Decode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One decode step of `batch` sequences (2 threads), each at a 32-token context: the small
 // batches of continuous batching at low concurrency.
 void BM_DecodeBatch(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
   const int64_t batch = state.range(0);
-  auto runner = make_runner(2);
+  auto runner = make_runner(state, 2, state.range(1) != 0);
   const int64_t blocks_per_seq = kMaxContext / kBlockSize / batch;
   std::vector<std::vector<int32_t>> tables(batch);
   const auto ids = prompt(32);
@@ -93,7 +99,7 @@ void BM_DecodeBatch(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeBatch)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeBatch)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One SmolLM2 gate/up-sized projection (1536 x 576) for a few tokens: the few-token kernel
 // against OpenBLAS sgemm on the same data, one thread, side by side.
@@ -116,7 +122,7 @@ BENCHMARK_CAPTURE(BM_SmallMLinear, openblas_sgemm, false)->Arg(2)->Arg(4)->Arg(8
 // Prefills a 128-token prompt per iteration (logits of the last token only).
 void BM_Prefill128(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(static_cast<int>(state.range(0)));
+  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1) != 0);
   const auto table = block_table();
   const auto ids = prompt(128);
   std::vector<float> logits;
@@ -127,7 +133,7 @@ void BM_Prefill128(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * 128), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Prefill128)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill128)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -43,7 +43,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                 .block_size = options.block_size,
                 .num_blocks = options.num_kv_blocks};
 
-  weights_ = pack_cpu_weights(config_, weights);
+  weights_ = pack_cpu_weights(config_, weights, options.keep_quantized);
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
@@ -121,7 +121,7 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   float* qkv = s_.qkv.data();
 
   rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
-  linear(s_.h.data(), w.wqkv.data(), qkv, t, hidden, qkv_dim, false, num_threads_);
+  linear(s_.h.data(), w.wqkv, qkv, t, false, num_threads_);
   if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
   apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   apply_rope(qkv + q_dim, t, config_.num_kv_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
@@ -130,12 +130,12 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   paged_attention(qkv, qkv_dim, k_cache_[layer].data(), v_cache_[layer].data(), s_.attn.data(),
                   s_.seqs, attn_dims_, 1.0f / std::sqrt(static_cast<float>(hd)), num_threads_,
                   s_.attention);
-  linear(s_.attn.data(), w.wo.data(), s_.x.data(), t, q_dim, hidden, /*accumulate=*/true, num_threads_);
+  linear(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true, num_threads_);
 
   rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
-  linear(s_.h.data(), w.w_gate_up.data(), s_.gate_up.data(), t, hidden, 2 * inter, false, num_threads_);
+  linear(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false, num_threads_);
   silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, num_threads_);
-  linear(s_.act.data(), w.w_down.data(), s_.x.data(), t, inter, hidden, /*accumulate=*/true, num_threads_);
+  linear(s_.act.data(), w.w_down, s_.x.data(), t, /*accumulate=*/true, num_threads_);
 }
 
 void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
@@ -151,7 +151,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   int64_t row = 0;
   for (const SeqSlice& slice : batch.seqs)
     for (int32_t id : slice.token_ids)
-      std::copy_n(weights_.tok_embeddings.data() + id * hidden, hidden, s_.x.data() + hidden * row++);
+      weights_.embedding_row(id, s_.x.data() + hidden * row++);
 
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) run_layer(layer, t);
 
@@ -159,8 +159,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   for (int64_t r = 0; r < num_logit_rows; ++r)
     rms_norm(s_.x.data() + s_.logit_rows[r] * hidden, weights_.final_norm.data(),
              s_.last.data() + r * hidden, 1, hidden, config_.rms_norm_eps);
-  linear(s_.last.data(), weights_.lm_head_data(), logits.data(), num_logit_rows, hidden,
-         config_.vocab_size, false, num_threads_);
+  linear(s_.last.data(), weights_.lm_head_matrix(), logits.data(), num_logit_rows, false, num_threads_);
 }
 
 }  // namespace optimate::cpu

@@ -1,8 +1,9 @@
-// The CPU reference backend: a multi-threaded fp32 forward pass of a Llama-family decoder
+// The CPU backend: a multi-threaded fp32 forward pass of a Llama-family decoder
 // (Llama 2/3, SmolLM2, Mistral, Qwen2) over the paged KV cache of backend/model_runner.h.
 //
 // One forward() call runs every token of the batch (prefill chunks and decodes mixed) through
-// each layer together: the token rows share the GEMMs (OpenBLAS; sgemv for a single row), and
+// each layer together: the token rows share the GEMMs (quantized kernels for a few rows over
+// Q8_0/Q4_1 weights, OpenBLAS otherwise; sgemv for a single fp32 row), and
 // attention runs per (token, kv head) on OpenMP threads, reading K/V through block tables.
 // Scratch buffers only grow, so steady-state decoding allocates nothing.
 #pragma once
@@ -21,6 +22,9 @@ struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in blocks (required)
   int64_t block_size = 16;    // tokens per block
   int num_threads = 0;        // 0: OpenMP's default (all cores)
+  // Q8_0/Q4_1 matrices stay quantized (a quarter or less of the fp32 bytes per step); false
+  // widens every weight to fp32 at load, the reference path.
+  bool keep_quantized = true;
 };
 
 class CpuModelRunner final : public ModelRunner {
@@ -33,6 +37,7 @@ class CpuModelRunner final : public ModelRunner {
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
 
   int num_threads() const { return num_threads_; }
+  int64_t weight_bytes() const { return weights_.bytes(); }
   // Bytes of the KV cache of one token across all layers.
   int64_t kv_bytes_per_token() const;
 

@@ -52,11 +52,41 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t num_token
 
 void use_single_threaded_blas() { openblas_set_num_threads(1); }
 
+namespace {
+
+// Runs run(row0, rows) over slices of out_dim rows, one per thread (whole cache lines of y),
+// or at once when the work (multiply-adds) is below a thread hand-off's worth.
+template <typename Run>
+void for_row_slices(int64_t out_dim, int64_t work, int num_threads, const Run& run) {
+  if (num_threads <= 1 || work < (int64_t{1} << 16)) {
+    run(int64_t{0}, out_dim);
+    return;
+  }
+#pragma omp parallel num_threads(num_threads)
+  {
+    const int64_t n = omp_get_num_threads();
+    const int64_t chunk = ((out_dim + n - 1) / n + 15) / 16 * 16;
+    const int64_t row0 = std::min<int64_t>(out_dim, omp_get_thread_num() * chunk);
+    run(row0, std::min(out_dim, row0 + chunk) - row0);
+  }
+}
+
+// y[:, row0 .. row0 + rows) (+)= x w_slice^T through sgemm; w_slice is [rows, in_dim].
+void sgemm_rows(const float* x, const float* w_slice, float* y, int64_t num_tokens, int64_t in_dim,
+                int64_t out_dim, int64_t row0, int64_t rows, float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(num_tokens),
+              static_cast<blasint>(rows), static_cast<blasint>(in_dim), 1.0f, x,
+              static_cast<blasint>(in_dim), w_slice, static_cast<blasint>(in_dim), beta, y + row0,
+              static_cast<blasint>(out_dim));
+}
+
+}  // namespace
+
 void linear(const float* x, const float* w, float* y, int64_t num_tokens, int64_t in_dim,
             int64_t out_dim, bool accumulate, int num_threads) {
   const float beta = accumulate ? 1.0f : 0.0f;
   // Rows of w computed by one call; y's columns [row0, row0 + rows).
-  auto run = [&](int64_t row0, int64_t rows) {
+  for_row_slices(out_dim, num_tokens * in_dim * out_dim, num_threads, [&](int64_t row0, int64_t rows) {
     if (rows <= 0) return;
     const float* ws = w + row0 * in_dim;
     if (num_tokens > 1 && num_tokens <= kSmallMaxTokens) {
@@ -65,24 +95,34 @@ void linear(const float* x, const float* w, float* y, int64_t num_tokens, int64_
       cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(rows), static_cast<blasint>(in_dim),
                   1.0f, ws, static_cast<blasint>(in_dim), x, 1, beta, y + row0, 1);
     } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(num_tokens),
-                  static_cast<blasint>(rows), static_cast<blasint>(in_dim), 1.0f, x,
-                  static_cast<blasint>(in_dim), ws, static_cast<blasint>(in_dim), beta, y + row0,
-                  static_cast<blasint>(out_dim));
+      sgemm_rows(x, ws, y, num_tokens, in_dim, out_dim, row0, rows, beta);
     }
-  };
-  // Below ~64k multiply-adds a thread hand-off costs more than it saves.
-  if (num_threads <= 1 || num_tokens * in_dim * out_dim < (int64_t{1} << 16)) {
-    run(0, out_dim);
+  });
+}
+
+void linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate,
+            int num_threads) {
+  if (!w.is_quantized()) {
+    linear(x, w.f32.data(), y, num_tokens, w.cols, w.rows, accumulate, num_threads);
     return;
   }
-#pragma omp parallel num_threads(num_threads)
-  {
-    const int64_t n = omp_get_num_threads();
-    const int64_t chunk = ((out_dim + n - 1) / n + 15) / 16 * 16;  // whole cache lines of y
-    const int64_t row0 = omp_get_thread_num() * chunk;
-    run(row0, std::min(out_dim, row0 + chunk) - row0);
-  }
+  const int64_t in_dim = w.cols, out_dim = w.rows;
+  for_row_slices(out_dim, num_tokens * in_dim * out_dim, num_threads, [&](int64_t row0, int64_t rows) {
+    if (rows <= 0) return;
+    if (num_tokens <= kQuantizedMaxTokens) {
+      quantized_linear_rows(x, w.quantized, y, num_tokens, out_dim, row0, rows, accumulate);
+      return;
+    }
+    // Long prefills: fp32 copies of 256 weight rows at a time, each used by every token.
+    constexpr int64_t kRows = 256;
+    thread_local std::vector<float> slice;
+    slice.resize(static_cast<size_t>(kRows * in_dim));
+    for (int64_t r = row0; r < row0 + rows; r += kRows) {
+      const int64_t n = std::min(kRows, row0 + rows - r);
+      dequantize_rows(w.quantized, r, n, slice.data());
+      sgemm_rows(x, slice.data(), y, num_tokens, in_dim, out_dim, r, n, accumulate ? 1.0f : 0.0f);
+    }
+  });
 }
 
 void add_bias(float* y, const float* bias, int64_t num_tokens, int64_t out_dim) {

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/quantized_linear.h"
+
 namespace optimate::cpu {
 
 // Element-wise ops take `num_threads` and split rows across them only for long prefills,
@@ -27,6 +29,14 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t num_token
 // spin-waiting workers starve each other when cores are shared.
 void linear(const float* x, const float* w, float* y, int64_t num_tokens, int64_t in_dim,
             int64_t out_dim, bool accumulate = false, int num_threads = 1);
+
+// The same for a weight the runner holds as a CpuMatrix (out_dim = w.rows, in_dim = w.cols).
+// Quantized weights: up to kQuantizedMaxTokens rows through the quantized kernels (one pass
+// over the blocks per eight tokens), more through sgemm on fp32 copies of a few weight rows at a
+// time.
+inline constexpr int64_t kQuantizedMaxTokens = 16;
+void linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens,
+            bool accumulate = false, int num_threads = 1);
 
 // Makes OpenBLAS run every call on the calling thread (see linear()).
 void use_single_threaded_blas();

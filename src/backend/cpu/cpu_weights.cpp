@@ -33,9 +33,50 @@ std::vector<float> f32(const HostTensor& t) {
   return out;
 }
 
+// The Linear weights `parts` ([rows_i, cols] each, same cols) stacked into one matrix: their
+// blocks as stored when all share a type the quantized kernels read, else fp32.
+CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quantized) {
+  CpuMatrix m;
+  const HostTensor& first = **parts.begin();
+  m.cols = first.dim(-1);
+  bool quantized = keep_quantized && keeps_quantized(first.dtype, m.cols);
+  for (const HostTensor* t : parts) {
+    m.rows += t->dim(0);
+    quantized = quantized && t->dtype == first.dtype;
+  }
+  if (quantized) {
+    m.quantized.dtype = first.dtype;
+    m.quantized.rows = m.rows;
+    m.quantized.cols = m.cols;
+    m.quantized.data.reserve(static_cast<size_t>(m.rows * m.quantized.row_bytes()));
+    for (const HostTensor* t : parts) m.quantized.data.insert(m.quantized.data.end(), t->data.begin(), t->data.end());
+  } else {
+    m.f32.reserve(static_cast<size_t>(m.rows * m.cols));
+    for (const HostTensor* t : parts) append_f32(m.f32, *t);
+  }
+  return m;
+}
+
 }  // namespace
 
-CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w) {
+void CpuWeights::embedding_row(int64_t id, float* dst) const {
+  const CpuMatrix& e = tok_embeddings;
+  if (e.is_quantized())
+    dequantize_rows(e.quantized, id, 1, dst);
+  else
+    std::copy_n(e.f32.data() + id * e.cols, e.cols, dst);
+}
+
+int64_t CpuWeights::bytes() const {
+  auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
+  int64_t n = tok_embeddings.bytes() + lm_head.bytes() + vec(final_norm);
+  for (const CpuLayerWeights& l : layers)
+    n += vec(l.attn_norm) + l.wqkv.bytes() + vec(l.bqkv) + l.wo.bytes() + vec(l.ffn_norm) +
+         l.w_gate_up.bytes() + l.w_down.bytes();
+  return n;
+}
+
+CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, bool keep_quantized) {
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
@@ -46,12 +87,12 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w) {
   CpuWeights out;
   expect_shape(w.tok_embeddings, "token embedding", {c.vocab_size, hidden});
   expect_shape(w.final_norm, "final norm", {hidden});
-  out.tok_embeddings = f32(w.tok_embeddings);
+  out.tok_embeddings = stack({&w.tok_embeddings}, keep_quantized);
   out.final_norm = f32(w.final_norm);
   const bool tied = w.lm_head.empty() || w.lm_head.data.data() == w.tok_embeddings.data.data();
   if (!tied) {
     expect_shape(w.lm_head, "lm_head", {c.vocab_size, hidden});
-    out.lm_head = f32(w.lm_head);
+    out.lm_head = stack({&w.lm_head}, keep_quantized);
   }
 
   out.layers.resize(w.layers.size());
@@ -69,10 +110,7 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w) {
     expect_shape(src.w_down, "down projection", {hidden, c.intermediate_size});
 
     dst.attn_norm = f32(src.attn_norm);
-    dst.wqkv.reserve(static_cast<size_t>((q_dim + 2 * kv_dim) * hidden));
-    append_f32(dst.wqkv, src.wq);
-    append_f32(dst.wqkv, src.wk);
-    append_f32(dst.wqkv, src.wv);
+    dst.wqkv = stack({&src.wq, &src.wk, &src.wv}, keep_quantized);
     if (src.bq || src.bk || src.bv) {
       if (!src.bq || !src.bk || !src.bv)
         fail(ErrorCode::kInvalidFile, "layer {}: q/k/v biases must come together", i);
@@ -85,12 +123,10 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w) {
     } else if (c.attention_bias) {
       fail(ErrorCode::kInvalidFile, "layer {}: config has attention bias but the q/k/v biases are missing", i);
     }
-    dst.wo = f32(src.wo);
+    dst.wo = stack({&src.wo}, keep_quantized);
     dst.ffn_norm = f32(src.ffn_norm);
-    dst.w_gate_up.reserve(static_cast<size_t>(2 * c.intermediate_size * hidden));
-    append_f32(dst.w_gate_up, src.w_gate);
-    append_f32(dst.w_gate_up, src.w_up);
-    dst.w_down = f32(src.w_down);
+    dst.w_gate_up = stack({&src.w_gate, &src.w_up}, keep_quantized);
+    dst.w_down = stack({&src.w_down}, keep_quantized);
   }
   return out;
 }

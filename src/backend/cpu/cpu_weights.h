@@ -1,9 +1,12 @@
-// The model's weights as the CPU runner uses them: fp32, with the projections that read the same
+// The model's weights as the CPU runner uses them, with the projections that read the same
 // input packed into one matrix so each layer runs two GEMMs on its normed input instead of five.
+// Matrices stay in their file's quantization where the CPU kernels read it (Q8_0, Q4_1; see
+// quantized_linear.h) unless the runner asks for fp32; everything else is fp32.
 #pragma once
 
 #include <vector>
 
+#include "backend/cpu/quantized_linear.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -11,27 +14,31 @@ namespace optimate::cpu {
 
 struct CpuLayerWeights {
   std::vector<float> attn_norm;  // (hidden)
-  std::vector<float> wqkv;       // (q_dim + 2 * kv_dim, hidden): wq rows, then wk, then wv
+  CpuMatrix wqkv;                // (q_dim + 2 * kv_dim, hidden): wq rows, then wk, then wv
   std::vector<float> bqkv;       // (q_dim + 2 * kv_dim); empty without attention bias
-  std::vector<float> wo;         // (hidden, q_dim)
+  CpuMatrix wo;                  // (hidden, q_dim)
   std::vector<float> ffn_norm;   // (hidden)
-  std::vector<float> w_gate_up;  // (2 * intermediate, hidden): gate rows, then up rows
-  std::vector<float> w_down;     // (hidden, intermediate)
+  CpuMatrix w_gate_up;           // (2 * intermediate, hidden): gate rows, then up rows
+  CpuMatrix w_down;              // (hidden, intermediate)
 };
 
 struct CpuWeights {
-  std::vector<float> tok_embeddings;  // (vocab, hidden)
-  std::vector<float> final_norm;      // (hidden)
-  std::vector<float> lm_head;         // (vocab, hidden); empty when tied to the embedding
+  CpuMatrix tok_embeddings;      // (vocab, hidden)
+  std::vector<float> final_norm;  // (hidden)
+  CpuMatrix lm_head;             // (vocab, hidden); empty (0 rows) when tied to the embedding
   std::vector<CpuLayerWeights> layers;
 
-  const float* lm_head_data() const {
-    return lm_head.empty() ? tok_embeddings.data() : lm_head.data();
+  const CpuMatrix& lm_head_matrix() const {
+    return lm_head.rows == 0 ? tok_embeddings : lm_head;
   }
+  // Copies row `id` of the embedding, as fp32, to dst.
+  void embedding_row(int64_t id, float* dst) const;
+  int64_t bytes() const;
 };
 
-// Checks every tensor's shape against `config` (Error(kInvalidFile) naming the tensor) and
-// dequantizes it to fp32.
-CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights);
+// Checks every tensor's shape against `config` (Error(kInvalidFile) naming the tensor) and packs
+// it; keep_quantized false widens every matrix to fp32 (the reference path).
+CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights,
+                            bool keep_quantized = true);
 
 }  // namespace optimate::cpu

@@ -2,16 +2,11 @@
 
 #include <immintrin.h>
 
+#include "backend/cpu/simd.h"
 #include "core/error.h"
 
 namespace optimate::cpu {
 namespace {
-
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
-}
 
 // Each weight row is loaded once, 16 floats at a time, and multiplied into M tokens with two
 // accumulators per token (2M independent FMA chains keep the FMA units busy even for M = 2).

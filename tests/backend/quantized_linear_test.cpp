@@ -1,0 +1,94 @@
+// Linear layers over Q8_0 / Q4_1 blocks kept as stored, against a double-precision product with
+// the weights the model loader's dequantizer gives: every token count of the few-token kernels,
+// the long-prefill path (sgemm on dequantized rows), both write modes, one and two threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/host_tensor.h"
+
+namespace optimate::cpu {
+namespace {
+
+// A random fp16 with exponent field in [lo, hi] (a normal number, 2^(lo-15) .. 2^(hi-14)).
+uint16_t random_half(std::mt19937& rng, int lo, int hi, bool allow_negative) {
+  const uint16_t sign = allow_negative && (rng() & 1) ? 0x8000 : 0;
+  const uint16_t exponent = static_cast<uint16_t>(lo + rng() % (hi - lo + 1));
+  return static_cast<uint16_t>(sign | exponent << 10 | (rng() & 0x3ff));
+}
+
+QuantizedMatrix random_matrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  QuantizedMatrix m{dtype, rows, cols, {}};
+  m.data.resize(static_cast<size_t>(rows * m.row_bytes()));
+  const size_t block = dtype_block_bytes(dtype);
+  for (size_t b = 0; b < m.data.size(); b += block) {
+    uint8_t* p = m.data.data() + b;
+    for (size_t i = 0; i < block; ++i) p[i] = static_cast<uint8_t>(rng());
+    const uint16_t d = random_half(rng, 5, 12, true);  // scales 2^-10 .. 2^-2
+    std::memcpy(p, &d, 2);
+    if (dtype == DType::kQ4_1) {
+      const uint16_t mn = random_half(rng, 5, 12, true);
+      std::memcpy(p + 2, &mn, 2);
+    }
+  }
+  return m;
+}
+
+TEST(QuantizedLinear, MatchesADoubleReferenceOnTheDequantizedWeights) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int64_t rows = 37;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_1}) {
+    for (int64_t cols : {int64_t{32}, int64_t{96}, int64_t{576}}) {
+      CpuMatrix w;
+      w.rows = rows;
+      w.cols = cols;
+      w.quantized = random_matrix(dtype, rows, cols, static_cast<uint32_t>(cols));
+      ASSERT_TRUE(w.is_quantized());
+      std::vector<float> wf(static_cast<size_t>(rows * cols));
+      dequantize_row(dtype, w.quantized.data.data(), wf.data(), rows * cols);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 31, 32, 33, 40}) {
+        std::vector<float> x(static_cast<size_t>(m * cols)), base(static_cast<size_t>(m * rows));
+        for (float& v : x) v = dist(rng);
+        for (float& v : base) v = dist(rng);
+        for (bool accumulate : {false, true}) {
+          for (int threads : {1, 2}) {
+            std::vector<float> y = base;
+            if (!accumulate) std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+            linear(x.data(), w, y.data(), m, accumulate, threads);
+            for (int64_t t = 0; t < m; ++t)
+              for (int64_t r = 0; r < rows; ++r) {
+                double dot = 0.0, mag = 0.0;
+                for (int64_t i = 0; i < cols; ++i) {
+                  dot += double(x[t * cols + i]) * wf[r * cols + i];
+                  mag += std::fabs(double(x[t * cols + i]) * wf[r * cols + i]);
+                }
+                const double want = accumulate ? base[t * rows + r] + dot : dot;
+                ASSERT_NEAR(y[t * rows + r], want, 1e-6 * (1.0 + mag) + 1e-6 * std::fabs(want))
+                    << dtype_name(dtype) << " cols " << cols << " tokens " << m << " row " << r
+                    << " token " << t << " accumulate " << accumulate << " threads " << threads;
+              }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizedLinear, KeepsOnlyTheTypesItReads) {
+  EXPECT_TRUE(keeps_quantized(DType::kQ8_0, 576));
+  EXPECT_TRUE(keeps_quantized(DType::kQ4_1, 64));
+  EXPECT_FALSE(keeps_quantized(DType::kQ4_1, 48));  // not whole blocks
+  EXPECT_FALSE(keeps_quantized(DType::kQ4_K, 256));
+  EXPECT_FALSE(keeps_quantized(DType::kF16, 64));
+  EXPECT_FALSE(keeps_quantized(DType::kF32, 64));
+}
+
+}  // namespace
+}  // namespace optimate::cpu
