@@ -60,9 +60,15 @@ void run_calibration(const CalibrateArgs& a) {
     o.storage_note = "the CUDA backend keeps weights and the KV cache in bf16";
   } else {
     o.device = bench::describe_cpu(threads);
-    o.weight_bits = 32.0;
+    // What the runner holds: Q8_0/Q4_1 matrices as stored, other weights widened to fp32.
+    const ModelConfig& mc = built.engine->runner().config();
+    const double params = bench::CostModel::matmul_params(mc);
+    o.weight_bits = 8.0 * static_cast<double>(built.observer->weight_bytes()) / params;
     o.kv_bytes_per_element = 4.0;
-    o.storage_note = "the CPU backend widens the GGUF's weights to fp32 at load and keeps its KV cache in fp32";
+    o.storage_note = fmt::format(
+        "the CPU backend holds {:.1f} MB of weights for {:.1f} M matrix parameters ({:.2f} bits each: Q8_0/Q4_1 "
+        "matrices as stored, everything else widened to fp32) and keeps its KV cache in fp32",
+        static_cast<double>(built.observer->weight_bytes()) / 1e6, params / 1e6, o.weight_bits);
     o.probe_peaks = [threads] {
       const bench::PeakProbe p = bench::measure_cpu_peaks(threads);
       std::fprintf(stderr, "Peaks: %.2f GB/s copy, %.1f GFLOP/s matmul\n", p.memory_bandwidth_bytes_per_s * 1e-9,

@@ -9,15 +9,20 @@
 
 namespace optimate::bench {
 
-CostModel::CostModel(CostProfile profile) : profile_(std::move(profile)) {
-  const ModelConfig& m = profile_.model;
+double CostModel::matmul_params(const ModelConfig& m) {
   const double h = double(m.hidden_size), kv = double(m.num_kv_heads * m.head_dim);
   const double q = double(m.num_heads * m.head_dim);
   const double per_layer = h * q + 2.0 * h * kv + q * h + 3.0 * h * double(m.intermediate_size);
   // The LM head is a separate matrix, or the embedding read again when tied; either way it is
   // read every step.
-  lm_head_params_ = h * double(m.vocab_size);
-  matmul_params_ = double(m.num_layers) * per_layer + lm_head_params_;
+  return double(m.num_layers) * per_layer + h * double(m.vocab_size);
+}
+
+CostModel::CostModel(CostProfile profile) : profile_(std::move(profile)) {
+  const ModelConfig& m = profile_.model;
+  const double kv = double(m.num_kv_heads * m.head_dim);
+  lm_head_params_ = double(m.hidden_size) * double(m.vocab_size);
+  matmul_params_ = matmul_params(m);
   weight_bytes_ = matmul_params_ * profile_.weight_bits / 8.0;
   kv_bytes_per_token_ = 2.0 * double(m.num_layers) * kv * profile_.kv_bytes_per_element;
 }

@@ -58,6 +58,8 @@ class CostModel {
   // Weights read by one step: every matrix except the embedding table (a row gather).
   double weight_bytes_per_step() const { return weight_bytes_; }
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+  // The weights one step reads through matrix products (the LM head included).
+  static double matmul_params(const ModelConfig& m);
 
  private:
   CostProfile profile_;

@@ -37,6 +37,7 @@ class ObservedRunner final : public ModelRunner {
     observe(batch, start);
     return true;
   }
+  int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   const ForwardObservation& last() const { return last_; }
 
  private:

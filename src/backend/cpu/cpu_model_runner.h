@@ -37,7 +37,7 @@ class CpuModelRunner final : public ModelRunner {
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
 
   int num_threads() const { return num_threads_; }
-  int64_t weight_bytes() const { return weights_.bytes(); }
+  int64_t weight_bytes() const override { return weights_.bytes(); }
   // Bytes of the KV cache of one token across all layers.
   int64_t kv_bytes_per_token() const;
 

@@ -81,6 +81,7 @@ class CudaModelRunner final : public ModelRunner {
 
   const MemoryPlan& memory_plan() const;
   int64_t max_model_len() const;
+  int64_t weight_bytes() const override;
 
   struct State;  // device buffers and plans; defined in runner_state.h
 
