@@ -21,6 +21,7 @@ using optimate::cpu::CpuModelRunner;
 const std::string kModel = std::string(OPTIMATE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
 constexpr int64_t kBlockSize = 16;
 constexpr int64_t kMaxContext = 1024;
+constexpr int64_t kKvBlocks = 4 * kMaxContext / kBlockSize;  // room for 32 sequences of 128 tokens
 
 const optimate::LoadedModel* model() {
   static std::unique_ptr<optimate::LoadedModel> loaded = [] {
@@ -35,7 +36,7 @@ const optimate::LoadedModel* model() {
 std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, bool quantized) {
   state.SetLabel(quantized ? "quantized weights" : "fp32 weights");
   return std::make_unique<CpuModelRunner>(model()->config, model()->weights,
-                                          optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kMaxContext / kBlockSize,
+                                          optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kKvBlocks,
                                                                           .block_size = kBlockSize,
                                                                           .num_threads = threads,
                                                                           .keep_quantized = quantized});
@@ -80,7 +81,7 @@ void BM_DecodeBatch(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
   const int64_t batch = state.range(0);
   auto runner = make_runner(state, 2, state.range(1) != 0);
-  const int64_t blocks_per_seq = kMaxContext / kBlockSize / batch;
+  const int64_t blocks_per_seq = kKvBlocks / batch;
   std::vector<std::vector<int32_t>> tables(batch);
   const auto ids = prompt(32);
   std::vector<float> logits;
@@ -99,7 +100,7 @@ void BM_DecodeBatch(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeBatch)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeBatch)->ArgsProduct({{1, 2, 4, 8, 16, 24, 32}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One SmolLM2 gate/up-sized projection (1536 x 576) for a few tokens: the few-token kernel
 // against OpenBLAS sgemm on the same data, one thread, side by side.
