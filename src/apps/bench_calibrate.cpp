@@ -60,13 +60,16 @@ void run_calibration(const CalibrateArgs& a) {
     o.storage_note = "the CUDA backend keeps weights and the KV cache in bf16";
   } else {
     o.device = bench::describe_cpu(threads);
-    // What the runner holds: Q8_0/Q4_1 matrices as stored, other weights widened to fp32.
+    // What the runner holds: Q8_0/Q4_1 matrices as stored, other weights widened to fp32. Its
+    // bytes include the embedding table, which is a matrix of its own when the LM head is not
+    // tied to it.
     const ModelConfig& mc = built.engine->runner().config();
-    const double params = bench::CostModel::matmul_params(mc);
+    const double params = bench::CostModel::matmul_params(mc) +
+                          (mc.tie_word_embeddings ? 0.0 : double(mc.vocab_size) * double(mc.hidden_size));
     o.weight_bits = 8.0 * static_cast<double>(built.observer->weight_bytes()) / params;
     o.kv_bytes_per_element = 4.0;
     o.storage_note = fmt::format(
-        "the CPU backend holds {:.1f} MB of weights for {:.1f} M matrix parameters ({:.2f} bits each: Q8_0/Q4_1 "
+        "the CPU backend holds {:.1f} MB of weights for {:.1f} M matrix and embedding parameters ({:.2f} bits each: Q8_0/Q4_1 "
         "matrices as stored, everything else widened to fp32) and keeps its KV cache in fp32",
         static_cast<double>(built.observer->weight_bytes()) / 1e6, params / 1e6, o.weight_bits);
     o.probe_peaks = [threads] {

@@ -1,5 +1,6 @@
 #include "bench/sim_runner.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -43,8 +44,10 @@ bool SimModelRunner::forward_sample(const ForwardBatch& batch, std::span<const S
                                     std::vector<int32_t>& token_ids) {
   for (const SampleSpec& r : rows)
     if (!r.params->greedy()) return false;
-  const size_t n = run(batch);
+  const size_t n = static_cast<size_t>(std::count_if(batch.seqs.begin(), batch.seqs.end(),
+                                                     [](const SeqSlice& s) { return s.want_logits; }));
   OPTIMATE_CHECK(n == rows.size(), "step has {} logits rows, {} sampling rows given", n, rows.size());
+  run(batch);
   token_ids.assign(n, 0);
   return true;
 }

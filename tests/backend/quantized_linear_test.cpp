@@ -4,39 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "model/host_tensor.h"
+#include "random_blocks.h"
 
 namespace optimate::cpu {
 namespace {
 
-// A random fp16 with exponent field in [lo, hi] (a normal number, 2^(lo-15) .. 2^(hi-14)).
-uint16_t random_half(std::mt19937& rng, int lo, int hi, bool allow_negative) {
-  const uint16_t sign = allow_negative && (rng() & 1) ? 0x8000 : 0;
-  const uint16_t exponent = static_cast<uint16_t>(lo + rng() % (hi - lo + 1));
-  return static_cast<uint16_t>(sign | exponent << 10 | (rng() & 0x3ff));
-}
-
 QuantizedMatrix random_matrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  QuantizedMatrix m{dtype, rows, cols, {}};
-  m.data.resize(static_cast<size_t>(rows * m.row_bytes()));
-  const size_t block = dtype_block_bytes(dtype);
-  for (size_t b = 0; b < m.data.size(); b += block) {
-    uint8_t* p = m.data.data() + b;
-    for (size_t i = 0; i < block; ++i) p[i] = static_cast<uint8_t>(rng());
-    const uint16_t d = random_half(rng, 5, 12, true);  // scales 2^-10 .. 2^-2
-    std::memcpy(p, &d, 2);
-    if (dtype == DType::kQ4_1) {
-      const uint16_t mn = random_half(rng, 5, 12, true);
-      std::memcpy(p + 2, &mn, 2);
-    }
-  }
+  QuantizedMatrix m{dtype, rows, cols, testing::random_blocks(dtype, rows * cols, seed)};
   return m;
 }
 

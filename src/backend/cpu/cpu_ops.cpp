@@ -113,8 +113,9 @@ void linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bo
       quantized_linear_rows(x, w.quantized, y, num_tokens, out_dim, row0, rows, accumulate);
       return;
     }
-    // Long prefills: fp32 copies of 256 weight rows at a time, each used by every token.
-    constexpr int64_t kRows = 256;
+    // Long prefills: fp32 copies of a few weight rows at a time (up to 256 rows, about 1 MB),
+    // each used by every token.
+    const int64_t kRows = std::clamp<int64_t>((int64_t{1} << 18) / in_dim / 16 * 16, 16, 256);
     thread_local std::vector<float> slice;
     slice.resize(static_cast<size_t>(kRows * in_dim));
     for (int64_t r = row0; r < row0 + rows; r += kRows) {

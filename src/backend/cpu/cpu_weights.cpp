@@ -61,6 +61,7 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quanti
 
 void CpuWeights::embedding_row(int64_t id, float* dst) const {
   const CpuMatrix& e = tok_embeddings;
+  OPTIMATE_CHECK(id >= 0 && id < e.rows, "token id {} outside the embedding's {} rows", id, e.rows);
   if (e.is_quantized())
     dequantize_rows(e.quantized, id, 1, dst);
   else

@@ -20,4 +20,6 @@ void throw_out_of_memory(const std::string& message) {
   throw Error(ErrorCode::kResourceExhausted, message);
 }
 
+void throw_unsupported(const std::string& message) { throw Error(ErrorCode::kUnsupported, message); }
+
 }  // namespace optimate::cuda

@@ -21,6 +21,8 @@ namespace optimate::cuda {
 [[noreturn]] void throw_shape_error(const char* func, const char* cond, const std::string& detail);
 // ErrorCode::kResourceExhausted, for refused allocations.
 [[noreturn]] void throw_out_of_memory(const std::string& message);
+// ErrorCode::kUnsupported, for a GPU that lacks what a kernel needs.
+[[noreturn]] void throw_unsupported(const std::string& message);
 
 // Replaces each "{}" of `format` with the next argument, streamed.
 inline void format_braces_into(std::ostringstream& os, std::string_view format) { os << format; }

@@ -309,6 +309,18 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
 template <int D>
 void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
   constexpr size_t bytes = Smem<D>::kBytes;
+  // Two K/V stages and the Q tile: 104 KB at head_dim 128, past what GPUs before Hopper (and
+  // consumer parts) give one block.
+  static const int limit = [] {
+    int dev = 0, v = 0;
+    OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
+    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return v;
+  }();
+  if (bytes > static_cast<size_t>(limit))
+    throw_unsupported(format_braces(
+        "prefill attention at head_dim {} needs {} KB of shared memory per block; this GPU allows {} KB",
+        D, bytes / 1024, limit / 1024));
   OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(bytes)));
