@@ -25,11 +25,10 @@ std::string command_line(const CalibrateArgs& a) {
 }  // namespace
 
 void run_calibration(const CalibrateArgs& a) {
-  if (a.backend != "cpu" && a.backend != "cuda")
+  if (a.backend == "sim")
     fail(ErrorCode::kUnsupported,
-         "--calibrate measures a real backend (--backend cpu or cuda), got '{}'; "
-         "the sim backend is the cost model itself",
-         a.backend);
+         "--calibrate measures a real backend (--backend auto, cpu or cuda); the sim backend is the cost "
+         "model itself");
   if (a.out.empty()) fail(ErrorCode::kInvalidArgument, "--calibrate needs --out FILE.json, the profile to write");
   if (a.config.find(',') != std::string::npos)
     fail(ErrorCode::kInvalidArgument, "--calibrate measures one configuration; got --compare {}", a.config);
@@ -52,26 +51,24 @@ void run_calibration(const CalibrateArgs& a) {
   o.max_num_seqs = ec.max_num_seqs;
   o.max_num_batched_tokens = ec.max_num_batched_tokens;
   o.max_model_len = ec.max_model_len;
-  if (a.backend == "cuda") {
+  // What the runner stores, as it reports it: its weight bytes (the embedding table included,
+  // a matrix of its own when the LM head is not tied to it) over the parameters they hold, and
+  // its KV cache's element width.
+  const ModelConfig& mc = built.engine->runner().config();
+  const double params = bench::CostModel::matmul_params(mc) +
+                        (mc.tie_word_embeddings ? 0.0 : double(mc.vocab_size) * double(mc.hidden_size));
+  const double weight_bytes = static_cast<double>(built.observer->weight_bytes());
+  o.weight_bits = 8.0 * weight_bytes / params;
+  o.kv_bytes_per_element = static_cast<double>(built.engine->runner().kv_shape().element_bits) / 8.0;
+  o.storage_note = fmt::format(
+      "the {} backend holds {:.1f} MB of weights for {:.1f} M matrix and embedding parameters ({:.2f} bits "
+      "each) and keeps its KV cache in {}-bit values",
+      built.device, weight_bytes / 1e6, params / 1e6, o.weight_bits, built.engine->runner().kv_shape().element_bits);
+  if (built.device == "cuda") {
     // No independent probe on the GPU: the peaks are the best rates the backend reaches.
     o.device = built.target;
-    o.weight_bits = 16.0;
-    o.kv_bytes_per_element = 2.0;
-    o.storage_note = "the CUDA backend keeps weights and the KV cache in bf16";
   } else {
     o.device = bench::describe_cpu(threads);
-    // What the runner holds: Q8_0/Q4_1 matrices as stored, other weights widened to fp32. Its
-    // bytes include the embedding table, which is a matrix of its own when the LM head is not
-    // tied to it.
-    const ModelConfig& mc = built.engine->runner().config();
-    const double params = bench::CostModel::matmul_params(mc) +
-                          (mc.tie_word_embeddings ? 0.0 : double(mc.vocab_size) * double(mc.hidden_size));
-    o.weight_bits = 8.0 * static_cast<double>(built.observer->weight_bytes()) / params;
-    o.kv_bytes_per_element = 4.0;
-    o.storage_note = fmt::format(
-        "the CPU backend holds {:.1f} MB of weights for {:.1f} M matrix and embedding parameters ({:.2f} bits each: Q8_0/Q4_1 "
-        "matrices as stored, everything else widened to fp32) and keeps its KV cache in fp32",
-        static_cast<double>(built.observer->weight_bytes()) / 1e6, params / 1e6, o.weight_bits);
     o.probe_peaks = [threads] {
       const bench::PeakProbe p = bench::measure_cpu_peaks(threads);
       std::fprintf(stderr, "Peaks: %.2f GB/s copy, %.1f GFLOP/s matmul\n", p.memory_bandwidth_bytes_per_s * 1e-9,

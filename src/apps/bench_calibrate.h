@@ -8,7 +8,7 @@
 namespace optimate::apps {
 
 struct CalibrateArgs {
-  std::string backend;            // only "cpu" until another real backend is behind the bench
+  std::string backend;            // auto, cpu or cuda (the engine resolves auto)
   std::string config;             // the engine configuration whose limits and KV cache are calibrated
   std::string model;              // overrides engine.model when set
   std::string out;                // the profile JSON to write

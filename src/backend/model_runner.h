@@ -60,8 +60,8 @@ class ModelRunner {
                               std::vector<int32_t>& token_ids) {
     return false;
   }
-  // Bytes of the weights as the runner holds them (what a decode step streams), or 0 when the
-  // runner holds none (a simulation).
+  // Bytes of the weights as the runner holds them (the embedding table included), or 0 when
+  // the runner holds none (a simulation).
   virtual int64_t weight_bytes() const { return 0; }
 };
 

@@ -75,6 +75,7 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, in
   parts.clock = b.clock;
   b.engine = std::make_unique<Engine>(std::move(config), std::move(parts));
   b.target = "sim " + profile.name;
+  b.device = "sim";
   return b;
 }
 
@@ -87,6 +88,7 @@ BuiltEngine build_engine(EngineConfig config) {
   parts.runner = std::move(observed);
   parts.clock = b.clock;
   b.target = parts.description;
+  b.device = parts.device;
   b.engine = std::make_unique<Engine>(std::move(config), std::move(parts));
   return b;
 }

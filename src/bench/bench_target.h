@@ -36,6 +36,7 @@ struct BuiltEngine {
   // engine is idle.
   ObservedRunner* observer = nullptr;
   std::string target;                     // "sim h200-llama3-8b", "cpu SmolLM2..."
+  std::string device;                     // "sim", "cpu" or "cuda"
 };
 
 // The simulated backend: `profile`'s KV capacity and block size replace the config's.

@@ -104,7 +104,7 @@ std::optional<Params> least_squares(const std::vector<Row>& a, const std::vector
   return x;
 }
 
-// Non-negative least squares with 5 unknowns: the optimum is the unconstrained solution on
+// Non-negative least squares with kNumParams unknowns: the optimum is the unconstrained solution on
 // some subset of them (the others at 0), so every subset is tried.
 std::optional<Params> nonnegative_least_squares(const std::vector<Row>& a, const std::vector<double>& b) {
   std::optional<Params> best;

@@ -27,10 +27,10 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   const int64_t concurrency = workload.spec.arrival.concurrency;
   const int64_t total = static_cast<int64_t>(requests.size());
 
-  // A simulated run's time is not the GPU's: nothing to sample.
-  const std::unique_ptr<GpuMonitor> gpu = target.fake_clock
-      ? std::make_unique<GpuMonitor>(nullptr, "simulated backend")
-      : start_gpu_monitor();
+  // Only a run on the GPU has GPU time to sample.
+  const std::unique_ptr<GpuMonitor> gpu =
+      target.device == "cuda" ? start_gpu_monitor()
+      : std::make_unique<GpuMonitor>(nullptr, target.device == "sim" ? "simulated backend" : target.device + " backend");
   RunResult run;
   run.target = target.target;
   run.records.resize(requests.size());

@@ -106,6 +106,7 @@ EngineParts create_engine_parts(EngineArgs& args) {
   if (device == "cuda") parts.runner = make_cuda_runner(args, model, dummy);
 #endif
   if (!parts.runner) parts.runner = make_cpu_runner(args, model);
+  parts.device = device;
   parts.description = device + " " + std::filesystem::path(args.model).filename().string() +
                       (dummy ? " (dummy weights)" : "");
   spdlog::info("engine on {}: {} KV blocks of {} tokens, context {}", parts.description,

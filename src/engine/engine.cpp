@@ -171,14 +171,26 @@ void Engine::tick_controller() {
 
 namespace {
 
-// Rows the device samplers cannot draw: penalties and logprobs need the whole row on the host,
-// and below min_tokens the ending tokens are suppressed (when there are any).
-bool needs_host_sampling(const sched::Request& r, bool has_eos) {
+// The ids a row may not draw: below min_tokens nothing may end the sequence, so its ending
+// tokens (EOS unless ignored, and its stop ids) are suppressed. Replaces `out`.
+void suppressed_ids(const sched::Request& r, std::span<const int64_t> eos, std::vector<int32_t>& out) {
+  out.clear();
   const SamplingParams& p = *r.params;
-  const bool suppresses = r.num_output_tokens() < p.min_tokens &&
-                          ((has_eos && !p.ignore_eos) || !p.stop_token_ids.empty());
-  return p.logprobs.has_value() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-         p.frequency_penalty != 0.0f || suppresses;
+  if (r.num_output_tokens() >= p.min_tokens) return;
+  if (!p.ignore_eos)
+    for (int64_t id : eos) out.push_back(static_cast<int32_t>(id));
+  for (int64_t id : p.stop_token_ids) out.push_back(static_cast<int32_t>(id));
+}
+
+// Rows the device samplers cannot draw: penalties and logprobs need the whole row on the host,
+// and so do suppressed ids (`scratch` receives them).
+bool needs_host_sampling(const sched::Request& r, std::span<const int64_t> eos, std::vector<int32_t>& scratch) {
+  const SamplingParams& p = *r.params;
+  if (p.logprobs.has_value() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+      p.frequency_penalty != 0.0f)
+    return true;
+  suppressed_ids(r, eos, scratch);
+  return !scratch.empty();
 }
 
 }  // namespace
@@ -191,7 +203,7 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
   for (const sched::ScheduledSeq& s : plan.seqs) {
     if (!s.want_logits) continue;
     const sched::Request& r = *scheduler_->find(s.seq_id);
-    if (needs_host_sampling(r, !scheduler_->config().eos_token_ids.empty())) return false;
+    if (needs_host_sampling(r, scheduler_->config().eos_token_ids, suppressed_probe_)) return false;
     specs_.push_back({r.params.get(), r.seed, r.num_output_tokens()});
   }
   if (!runner_->forward_sample(batch, specs_, device_tokens_)) return false;
@@ -212,13 +224,7 @@ void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
     const sched::Request& r = *scheduler_->find(s.seq_id);
     const SamplingParams& p = *r.params;
     std::vector<int32_t>& suppressed = suppressed_[row];
-    suppressed.clear();
-    if (r.num_output_tokens() < p.min_tokens) {
-      // Below min_tokens nothing may end the sequence, so its ending tokens are never drawn.
-      if (!p.ignore_eos)
-        for (int64_t id : scheduler_->config().eos_token_ids) suppressed.push_back(static_cast<int32_t>(id));
-      for (int64_t id : p.stop_token_ids) suppressed.push_back(static_cast<int32_t>(id));
-    }
+    suppressed_ids(r, scheduler_->config().eos_token_ids, suppressed);
     cpu::SampleInput in;
     in.logits = std::span<const float>(logits_.data() + row * vocab, static_cast<size_t>(vocab));
     in.params = &p;

@@ -37,6 +37,7 @@ struct EngineParts {
   std::shared_ptr<const Clock> clock;      // null: the steady clock
   optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
   std::string description;                 // the backend and model, for logs and reports
+  std::string device;                      // the backend resolved from --device: "cpu" or "cuda"
 };
 
 class Engine {
@@ -99,6 +100,7 @@ class Engine {
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> device_tokens_;
   std::vector<std::vector<int32_t>> suppressed_;
+  std::vector<int32_t> suppressed_probe_;  // needs_host_sampling's scratch
   uint64_t next_seed_ = 0;
   int64_t next_tick_ns_ = 0;
   std::optional<int64_t> idle_until_ns_;

@@ -110,7 +110,7 @@ void linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bo
   for_row_slices(out_dim, num_tokens * in_dim * out_dim, num_threads, [&](int64_t row0, int64_t rows) {
     if (rows <= 0) return;
     if (num_tokens <= kQuantizedMaxTokens) {
-      quantized_linear_rows(x, w.quantized, y, num_tokens, out_dim, row0, rows, accumulate);
+      quantized_linear_rows(x, w, y, num_tokens, out_dim, row0, rows, accumulate);
       return;
     }
     // Long prefills: fp32 copies of a few weight rows at a time (up to 256 rows, about 1 MB),
@@ -120,7 +120,7 @@ void linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bo
     slice.resize(static_cast<size_t>(kRows * in_dim));
     for (int64_t r = row0; r < row0 + rows; r += kRows) {
       const int64_t n = std::min(kRows, row0 + rows - r);
-      dequantize_rows(w.quantized, r, n, slice.data());
+      dequantize_rows(w, r, n, slice.data());
       sgemm_rows(x, slice.data(), y, num_tokens, in_dim, out_dim, r, n, accumulate ? 1.0f : 0.0f);
     }
   });

@@ -45,11 +45,9 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quanti
     quantized = quantized && t->dtype == first.dtype;
   }
   if (quantized) {
-    m.quantized.dtype = first.dtype;
-    m.quantized.rows = m.rows;
-    m.quantized.cols = m.cols;
-    m.quantized.data.reserve(static_cast<size_t>(m.rows * m.quantized.row_bytes()));
-    for (const HostTensor* t : parts) m.quantized.data.insert(m.quantized.data.end(), t->data.begin(), t->data.end());
+    m.dtype = first.dtype;
+    m.blocks.reserve(static_cast<size_t>(m.rows * m.row_bytes()));
+    for (const HostTensor* t : parts) m.blocks.insert(m.blocks.end(), t->data.begin(), t->data.end());
   } else {
     m.f32.reserve(static_cast<size_t>(m.rows * m.cols));
     for (const HostTensor* t : parts) append_f32(m.f32, *t);
@@ -63,7 +61,7 @@ void CpuWeights::embedding_row(int64_t id, float* dst) const {
   const CpuMatrix& e = tok_embeddings;
   OPTIMATE_CHECK(id >= 0 && id < e.rows, "token id {} outside the embedding's {} rows", id, e.rows);
   if (e.is_quantized())
-    dequantize_rows(e.quantized, id, 1, dst);
+    dequantize_rows(e, id, 1, dst);
   else
     std::copy_n(e.f32.data() + id * e.cols, e.cols, dst);
 }

@@ -56,7 +56,7 @@ inline void widen(const uint8_t* b, Widened& w) {
 // d * (q . x) into a vector accumulator, and for Q4_1 m * sum(x) from the precomputed block
 // sums `xsum` [M, cols / 32].
 template <DType T, int M>
-void rows_kernel(const float* x, const float* xsum, const QuantizedMatrix& w, float* y,
+void rows_kernel(const float* x, const float* xsum, const CpuMatrix& w, float* y,
                  int64_t out_stride, int64_t row0, int64_t rows, bool accumulate) {
   const int64_t cols = w.cols, nb = cols / kBlock;
   const int64_t bb = static_cast<int64_t>(dtype_block_bytes(T));
@@ -89,7 +89,7 @@ void rows_kernel(const float* x, const float* xsum, const QuantizedMatrix& w, fl
 }
 
 template <DType T>
-void group(const float* x, const float* xsum, const QuantizedMatrix& w, float* y, int64_t m,
+void group(const float* x, const float* xsum, const CpuMatrix& w, float* y, int64_t m,
            int64_t out_stride, int64_t row0, int64_t rows, bool accumulate) {
   switch (m) {
     case 1: return rows_kernel<T, 1>(x, xsum, w, y, out_stride, row0, rows, accumulate);
@@ -115,14 +115,21 @@ void widen_rows(const uint8_t* src, int64_t blocks, float* dst) {
   }
 }
 
+void check_rows(const CpuMatrix& w, int64_t row0, int64_t rows) {
+  OPTIMATE_CHECK(w.is_quantized() && keeps_quantized(w.dtype, w.cols),
+                 "no quantized kernel for {} rows of {}", dtype_name(w.dtype), w.cols);
+  OPTIMATE_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.rows, "rows [{}, {}) of {}", row0,
+                 row0 + rows, w.rows);
+}
+
 }  // namespace
 
-int64_t QuantizedMatrix::row_bytes() const {
+int64_t CpuMatrix::row_bytes() const {
   return static_cast<int64_t>(dtype_row_bytes(dtype, static_cast<size_t>(cols)));
 }
 
 int64_t CpuMatrix::bytes() const {
-  return is_quantized() ? static_cast<int64_t>(quantized.data.size())
+  return is_quantized() ? static_cast<int64_t>(blocks.size())
                         : static_cast<int64_t>(f32.size() * sizeof(float));
 }
 
@@ -130,12 +137,9 @@ bool keeps_quantized(DType dtype, int64_t cols) {
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_1) && cols > 0 && cols % kBlock == 0;
 }
 
-void quantized_linear_rows(const float* x, const QuantizedMatrix& w, float* y, int64_t num_tokens,
+void quantized_linear_rows(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens,
                            int64_t out_stride, int64_t row0, int64_t rows, bool accumulate) {
-  OPTIMATE_CHECK(keeps_quantized(w.dtype, w.cols), "no quantized kernel for {} rows of {}",
-                 dtype_name(w.dtype), w.cols);
-  OPTIMATE_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.rows, "rows [{}, {}) of {}", row0,
-                 row0 + rows, w.rows);
+  check_rows(w, row0, rows);
   if (rows == 0) return;
   const int64_t nb = w.cols / kBlock;
   // Block sums of x, for Q4_1's offsets.
@@ -161,11 +165,8 @@ void quantized_linear_rows(const float* x, const QuantizedMatrix& w, float* y, i
   }
 }
 
-void dequantize_rows(const QuantizedMatrix& w, int64_t row0, int64_t rows, float* dst) {
-  OPTIMATE_CHECK(keeps_quantized(w.dtype, w.cols), "no quantized kernel for {} rows of {}",
-                 dtype_name(w.dtype), w.cols);
-  OPTIMATE_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.rows, "rows [{}, {}) of {}", row0,
-                 row0 + rows, w.rows);
+void dequantize_rows(const CpuMatrix& w, int64_t row0, int64_t rows, float* dst) {
+  check_rows(w, row0, rows);
   if (w.dtype == DType::kQ8_0)
     widen_rows<DType::kQ8_0>(w.row(row0), rows * w.cols / kBlock, dst);
   else

@@ -10,26 +10,18 @@
 
 namespace optimate::cpu {
 
-// A Linear weight [rows, cols] as quantization blocks, row after row.
-struct QuantizedMatrix {
-  DType dtype = DType::kQ8_0;
-  int64_t rows = 0;
-  int64_t cols = 0;
-  std::vector<uint8_t> data;  // rows * row_bytes()
-
-  int64_t row_bytes() const;
-  const uint8_t* row(int64_t r) const { return data.data() + r * row_bytes(); }
-};
-
-// A Linear weight [rows, cols] as the CPU runner holds it: the file's quantization blocks where
-// the kernels here read them, else fp32.
+// A Linear weight [rows, cols] as the CPU runner holds it: the file's quantization blocks, row
+// after row, where the kernels here read them (Q8_0, Q4_1), else fp32.
 struct CpuMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
-  std::vector<float> f32;     // empty when quantized
-  QuantizedMatrix quantized;  // data empty when fp32
+  std::vector<float> f32;      // [rows, cols]; empty when quantized
+  DType dtype = DType::kF32;   // of `blocks`
+  std::vector<uint8_t> blocks;  // rows * row_bytes(); empty when fp32
 
-  bool is_quantized() const { return !quantized.data.empty(); }
+  bool is_quantized() const { return !blocks.empty(); }
+  int64_t row_bytes() const;  // of a quantized row
+  const uint8_t* row(int64_t r) const { return blocks.data() + r * row_bytes(); }
   int64_t bytes() const;
 };
 
@@ -40,10 +32,10 @@ bool keeps_quantized(DType dtype, int64_t cols);
 // y[t, r] = x[t, :] . w[r, :] (+ y[t, r] when accumulate) for rows [row0, row0 + rows) of w and
 // every token t < num_tokens; x is [num_tokens, w.cols], y is [num_tokens, out_stride]. Tokens go
 // in groups of eight, each weight block widened once per group.
-void quantized_linear_rows(const float* x, const QuantizedMatrix& w, float* y, int64_t num_tokens,
+void quantized_linear_rows(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens,
                            int64_t out_stride, int64_t row0, int64_t rows, bool accumulate);
 
 // Dequantizes rows [row0, row0 + rows) into dst ([rows, w.cols] fp32).
-void dequantize_rows(const QuantizedMatrix& w, int64_t row0, int64_t rows, float* dst);
+void dequantize_rows(const CpuMatrix& w, int64_t row0, int64_t rows, float* dst);
 
 }  // namespace optimate::cpu
