@@ -109,10 +109,13 @@ nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, Decod
   cudaGraphExecDestroy(g);
   const double bytes = 2.0 * batch * context * kKvHeads * kDim * 2;  // K and V, bf16
   const double gbs = bytes / (us * 1e-6) / 1e9;
-  const char* name = kernel == DecodeAttentionKernel::kTensorCores ? "tensor_cores" : "cuda_cores";
-  std::printf("decode %-12s batch %5ld ctx %5ld splits %2d: %9.1f us/layer %7.0f GB/s (%4.1f%% of copy)\n", name,
-              long(batch), long(context), splits, us, gbs, 100.0 * gbs / copy_gbs);
-  return {{"kernel", name}, {"batch", batch}, {"context", context}, {"splits", splits},
+  const bool tc = kernel == DecodeAttentionKernel::kTensorCores;
+  const char* name = tc ? "tensor_cores" : "cuda_cores";
+  // What the rows ran with: the tensor-core kernel caps a short row's splits (counters are set).
+  const int used = tc ? paged_attention_tc_row_splits(splits, static_cast<int>(context)) : splits;
+  std::printf("decode %-12s batch %5ld ctx %5ld splits %2d (used %2d): %9.1f us/layer %7.0f GB/s (%4.1f%% of copy)\n",
+              name, long(batch), long(context), splits, used, us, gbs, 100.0 * gbs / copy_gbs);
+  return {{"kernel", name}, {"batch", batch}, {"context", context}, {"splits", splits}, {"splits_used", used},
           {"us_per_layer", us}, {"kv_gb_per_s", gbs}, {"fraction_of_copy", gbs / copy_gbs}};
 }
 

@@ -19,25 +19,37 @@
 
 namespace optimate::cuda::bench {
 
-// Median ms of one replay of `graph`.
-inline double replay_ms(cudaGraphExec_t graph, cudaStream_t s, int reps) {
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median milliseconds of `reps` calls of fn(i) (i = 0, 1, ...; it enqueues work on `s`) timed
+// by events, after `warmup` untimed calls.
+template <typename Fn>
+double time_events_ms(Fn fn, int reps, int warmup = 1, cudaStream_t s = nullptr) {
   cudaEvent_t a, b;
   OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
   OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) fn(i);
   std::vector<double> ms;
-  for (int i = 0; i < reps + 2; ++i) {
+  for (int i = 0; i < reps; ++i) {
     OPTIMATE_CUDA_CHECK(cudaEventRecord(a, s));
-    OPTIMATE_CUDA_CHECK(cudaGraphLaunch(graph, s));
+    fn(i);
     OPTIMATE_CUDA_CHECK(cudaEventRecord(b, s));
     OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
     float t = 0;
     OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (i >= 2) ms.push_back(t);
+    ms.push_back(t);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median(ms);
+}
+
+// Median ms of one replay of `graph`.
+inline double replay_ms(cudaGraphExec_t graph, cudaStream_t s, int reps) {
+  return time_events_ms([&](int) { OPTIMATE_CUDA_CHECK(cudaGraphLaunch(graph, s)); }, reps, 2, s);
 }
 
 // Writes j to path (no-op for an empty path).
@@ -66,23 +78,10 @@ inline double copy_bandwidth_gbs() {
   const size_t bytes = size_t{4} << 30;
   DeviceBuffer<uint8_t> src(bytes), dst(bytes);
   OPTIMATE_CUDA_CHECK(cudaMemset(src.get(), 1, bytes));
-  cudaEvent_t a, b;
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
-  std::vector<double> ms;
-  for (int i = 0; i < 11; ++i) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(a));
+  const double ms = time_events_ms([&](int) {
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(b));
-    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    if (i > 0) ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3) / 1e9;
+  }, 10);
+  return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
 
 template <typename Fn>

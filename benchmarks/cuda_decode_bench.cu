@@ -50,33 +50,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times `fn` (which enqueues work) with CUDA events: median milliseconds of `reps` runs.
-template <typename Fn>
-double time_events_ms(Fn fn, int reps) {
-  cudaEvent_t a, b;
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
-  fn();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(a));
-    fn();
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(b));
-    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(ms);
-}
-
 nlohmann::json gemm_bandwidth(const ModelConfig& c) {
   Gemm gemm;
   nlohmann::json out = nlohmann::json::array();
@@ -96,7 +69,7 @@ nlohmann::json gemm_bandwidth(const ModelConfig& c) {
       gemm.set_small_m_kernel(!cublas_only);
       if (cublas_only) m = 1;
       int i = 0;
-      const double ms = time_events_ms([&] {
+      const double ms = bench::time_events_ms([&](int) {
         gemm.linear(x.get(), w.get() + (i++ % copies) * s.n * s.k, nullptr, y.get(), GemmOutput::kBf16, m, s.n, s.k, nullptr);
       }, 20);
       const double bytes = 2.0 * (s.n * s.k + m * s.k + m * s.n);
@@ -294,8 +267,8 @@ int main(int argc, char** argv) {
     }
     const double prefill_flops = 2.0 * prefill_len * (weight_bytes / 2 - 2.0 * c.vocab_size * c.hidden_size) +
                                  2.0 * c.hidden_size * c.vocab_size;
-    j["prefill"] = {{"tokens", prefill_len}, {"ms", median(ms)},
-                    {"linear_tflop_per_s", prefill_flops / (median(ms) * 1e-3) / 1e12}};
+    j["prefill"] = {{"tokens", prefill_len}, {"ms", bench::median(ms)},
+                    {"linear_tflop_per_s", prefill_flops / (bench::median(ms) * 1e-3) / 1e12}};
     std::printf("%s\n", j.dump(2).c_str());
     bench::write_json(out_path, j);
   } catch (const std::exception& e) {

@@ -27,24 +27,7 @@ constexpr int kCopies = 4;
 
 template <typename Fn>
 double median_us(Fn fn, int reps) {
-  cudaEvent_t a, b;
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&a));
-  OPTIMATE_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) fn(i);
-  std::vector<double> us;
-  for (int i = 0; i < reps; ++i) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(a));
-    fn(i);
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(b));
-    OPTIMATE_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(1000.0 * ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+  return 1000.0 * bench::time_events_ms(fn, reps, 3);
 }
 
 struct ParamSet {

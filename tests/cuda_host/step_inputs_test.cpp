@@ -207,6 +207,13 @@ TEST(DecodeSplits, SplitsFillTheGpuOnlyWhenRowsAreFew) {
     EXPECT_LE(paged_attention_workspace_floats(r, kLlama3.num_heads, s, kLlama3.head_dim), reserved) << r;
   }
   EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1 << 20, 132), 3);  // 512 (row, kv head) warps: 3 splits reach 1056
+  // The tensor-core kernel's cap for a short row when it combines in the launch: one split per
+  // 32 keys.
+  EXPECT_EQ(paged_attention_tc_row_splits(16, 300), 10);
+  EXPECT_EQ(paged_attention_tc_row_splits(16, 32), 1);
+  EXPECT_EQ(paged_attention_tc_row_splits(16, 33), 2);
+  EXPECT_EQ(paged_attention_tc_row_splits(8, 4096), 8);
+  EXPECT_EQ(paged_attention_tc_row_splits(8, 0), 1);
 }
 
 }  // namespace

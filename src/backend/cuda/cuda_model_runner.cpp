@@ -10,6 +10,7 @@
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/runner_state.h"
+#include "backend/cuda/step_inputs.h"
 #include "core/logging.h"
 
 namespace optimate::cuda {
@@ -54,8 +55,11 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   b += T * c.intermediate_size * 2 * 3;             // gate_up, act
   b += S * c.vocab_size * 4 + S * 4;                // logits, greedy ids
   b += paged_attention_split_workspace_floats(decode_attention_shape(c, o), num_sms) * 4;
-  const int64_t mb = (max_model_len + o.block_size - 1) / o.block_size;
-  b += (6 * T + S * mb + 4 * (T / 64 + S) + S + 64) * 4;  // step metadata
+  StepLimits meta;
+  meta.max_num_tokens = T;
+  meta.max_num_seqs = S;
+  meta.max_blocks_per_seq = (max_model_len + o.block_size - 1) / o.block_size;
+  b += StepLayout(meta).total * 4;                  // step metadata
   b += int64_t{32} << 20;                           // cuBLASLt workspace
   b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
   return b;
@@ -89,19 +93,23 @@ int device_sms(int device) {
   return sms;
 }
 
+// Fails on memory before gigabytes of weights are copied or generated.
+void check_fits(const ModelConfig& config, const CudaRunnerOptions& options) {
+  plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
+}
+
 }  // namespace
 
 CudaModelRunner::CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options)
     : state_(std::make_unique<State>()) {
-  // Fails on memory before gigabytes of weights are copied.
-  plan_for(model.config, options, cuda_weight_bytes(model.config), false, device_sms(options.device));
+  check_fits(model.config, options);
   CudaModelRunner tmp(upload_weights(model), options);
   state_ = std::move(tmp.state_);
 }
 
 std::unique_ptr<CudaModelRunner> CudaModelRunner::with_dummy_weights(const ModelConfig& config, uint64_t seed,
                                                                      const CudaRunnerOptions& options) {
-  plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
+  check_fits(config, options);
   return std::make_unique<CudaModelRunner>(make_dummy_weights(config, seed), options);
 }
 
@@ -285,8 +293,8 @@ void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& log
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(logits.data(), st.logits.get(),
                                         logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                         st.stream));
+  st.timer.end_step(st.stream);  // its last event follows the copy, not the host's wake-up
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
-  st.timer.end_step(st.stream);
 }
 
 void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
@@ -297,8 +305,8 @@ void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int3
   if (rows > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), st.greedy.get(), rows * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost, st.stream));
+  st.timer.end_step(st.stream);  // its last event follows the copy, not the host's wake-up
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
-  st.timer.end_step(st.stream);
 }
 
 bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
@@ -329,8 +337,8 @@ bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const 
   if (n > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), drawn, n * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost, st.stream));
+  st.timer.end_step(st.stream);  // its last event follows the copy, not the host's wake-up
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
-  st.timer.end_step(st.stream);
   return true;
 }
 

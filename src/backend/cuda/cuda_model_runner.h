@@ -63,11 +63,6 @@ class CudaModelRunner final : public ModelRunner {
   // one int32 per row crosses back to the host.
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids);
 
-  // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor
-  // does, when graphs are on), so no step of a run pays for a capture: tens of milliseconds
-  // each on the Llama-3-8B shape, a dozen buckets.
-  void capture_decode_graphs();
-
   // Turns decode-graph replay on or off (benchmarks compare both); captured graphs are kept.
   void set_cuda_graphs(bool enabled);
   // Switches the fused small-step path and programmatic dependent launch (a process-wide
@@ -86,6 +81,11 @@ class CudaModelRunner final : public ModelRunner {
   struct State;  // device buffers and plans; defined in runner_state.h
 
  private:
+  // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor
+  // does, when graphs are on), so no step of a run pays for a capture: tens of milliseconds
+  // each on the Llama-3-8B shape, a dozen buckets.
+  void capture_decode_graphs();
+
   std::unique_ptr<State> state_;
 };
 

@@ -15,13 +15,13 @@ namespace optimate::cuda {
 
 enum class GemmOutput { kBf16, kF32 };
 
-// Owns the cuBLASLt handle, a workspace, and one cached plan (descriptors + algorithm) per
-// problem shape, so steady-state calls (and CUDA graph capture) do no heuristic search.
 // The small-m kernel beats cuBLASLt only up to this many rows: whole decode steps of 3, 4 and 8
 // rows through it took 7.0, 7.1 and 11.4 ms on an H200, and 5.3, 5.3 and 5.6 ms through
 // cuBLASLt. Its time grows with m far faster than its bytes do; why is not yet profiled.
 inline constexpr int64_t kGemvFasterRows = 2;
 
+// Owns the cuBLASLt handle, a workspace, and one cached plan (descriptors + algorithm) per
+// problem shape, so steady-state calls (and CUDA graph capture) do no heuristic search.
 class Gemm {
  public:
   explicit Gemm(size_t workspace_bytes = size_t{32} << 20);

@@ -54,6 +54,14 @@ struct PagedAttentionParams {
 
 void paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
 
+// The splits the tensor-core kernel gives a row of `ctx` keys when it combines them in the
+// launch (split_counters set): at most one per 32 keys, so a graph captured with splits for the
+// longest context serves short rows without tiny splits.
+__host__ __device__ inline int paged_attention_tc_row_splits(int num_splits, int ctx) {
+  const int most = (ctx + 31) / 32;
+  return most < 1 ? 1 : (most < num_splits ? most : num_splits);
+}
+
 int64_t paged_attention_workspace_floats(int64_t num_rows, int64_t num_heads, int num_splits,
                                          int64_t head_dim);
 
@@ -68,10 +76,6 @@ struct DecodeAttentionShape {
   int64_t head_dim = 0;
   int64_t block_size = 0;
   DecodeAttentionKernel kernel = DecodeAttentionKernel::kAuto;
-  // Every row's keys but its last were written by earlier launches (true when the rows are
-  // decode tokens, one new key each): the tensor-core kernel then starts loading them before
-  // the kernel ahead of it on the stream has finished (programmatic launch).
-  bool prior_keys_stable = false;
 };
 
 // Splits that fill the GPU: enough (row, kv head, split) blocks for the resolved kernel to

@@ -129,8 +129,7 @@ __device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&
       mx = fmaxf(mx, s[nt][e]);
     }
   }
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+  mx = group_max<4>(mx);
   const float m_new = fmaxf(st.m, mx);  // finite: every chunk has a key before `end`
   if (__any_sync(kFull, m_new > st.m)) {
     const float alpha = exp2f(st.m - m_new);
@@ -229,10 +228,8 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   const int64_t tok = p.rows ? p.rows[r] : r;
   const int ctx = p.row_ctx[r];
   const int chunks = (ctx + kChunk - 1) / kChunk;
-  // With in-launch combining, a row uses at most one split per two chunks (32 keys): a graph
-  // captured with splits for the longest context serves short ones without tiny splits, and
-  // the surplus warps leave at once.
-  const int splits = p.split_counters ? max(1, min(static_cast<int>(gridDim.z), (chunks + 1) / 2))
+  // With in-launch combining, surplus warps of short rows leave at once.
+  const int splits = p.split_counters ? paged_attention_tc_row_splits(static_cast<int>(gridDim.z), ctx)
                                       : static_cast<int>(gridDim.z);
   if (split >= splits) return;
   const int per = (chunks + splits - 1) / splits;
@@ -266,9 +263,7 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
     if (c0 + 2 * kChunk < end) load_chunk(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
     if (second) compute_chunk(b, q, o, st, c0 + kChunk, end, scale_log2, c);
   }
-  float l = st.l;
-  l += __shfl_xor_sync(kFull, l, 1);
-  l += __shfl_xor_sync(kFull, l, 2);
+  const float l = group_sum<4>(st.l);
 
   // Lane (g, c) holds dims 64 h + 16 c + [0, 8) in o[8 h + i][0] and + [8, 16) in o[8 h + i][1].
   if (splits == 1) {

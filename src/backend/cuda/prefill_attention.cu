@@ -137,11 +137,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBk / 8][4], float (&o
       mx1 = fmaxf(mx1, s[n][2 + e]);
     }
   }
-#pragma unroll
-  for (int d = 1; d < 4; d *= 2) {
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, d));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, d));
-  }
+  mx0 = group_max<4>(mx0);
+  mx1 = group_max<4>(mx1);
   const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
   const float base0 = mn0 == -INFINITY ? 0.0f : mn0;  // fully masked rows so far
   const float base1 = mn1 == -INFINITY ? 0.0f : mn1;
@@ -284,12 +281,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
 
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    float l0 = l[mt][0], l1 = l[mt][1];
-#pragma unroll
-    for (int d = 1; d < 4; d *= 2) {
-      l0 += __shfl_xor_sync(0xffffffffu, l0, d);
-      l1 += __shfl_xor_sync(0xffffffffu, l1, d);
-    }
+    const float l0 = group_sum<4>(l[mt][0]), l1 = group_sum<4>(l[mt][1]);
     const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f;
     const float inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
     const int r0 = w0 + 16 * mt + g, r1 = r0 + 8;
@@ -310,20 +302,21 @@ template <int D>
 void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
   constexpr size_t bytes = Smem<D>::kBytes;
   // Two K/V stages and the Q tile: 104 KB at head_dim 128, past what GPUs before Hopper (and
-  // consumer parts) give one block.
-  static const int limit = [] {
-    int dev = 0, v = 0;
+  // consumer parts) give one block. Checked and granted once per kernel instance.
+  static const bool granted = [] {
+    int dev = 0, limit = 0;
     OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
-    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return v;
+    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (bytes > static_cast<size_t>(limit))
+      throw_unsupported(format_braces(
+          "prefill attention at head_dim {} needs {} KB of shared memory per block; this GPU allows {} KB",
+          D, bytes / 1024, limit / 1024));
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(bytes)));
+    return true;
   }();
-  if (bytes > static_cast<size_t>(limit))
-    throw_unsupported(format_braces(
-        "prefill attention at head_dim {} needs {} KB of shared memory per block; this GPU allows {} KB",
-        D, bytes / 1024, limit / 1024));
-  OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(bytes)));
+  (void)granted;
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tiles));
   prefill_attention_kernel<D><<<grid, kThreads, bytes, stream>>>(p);
   OPTIMATE_CUDA_CHECK_LAUNCH("prefill_attention_kernel");
