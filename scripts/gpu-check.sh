@@ -14,12 +14,14 @@
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
 #   serve.log                 optimate serve --device cuda smoke test (scripts/gpu-serve-smoke.sh)
 #   offline/ offline.log      optimate bench, configs/workloads/offline-1000-h200.toml
+#   overload/ overload.log    priority under sustained overload through optimate serve
+#                             (scripts/gpu-priority-overload.sh)
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline calibrate
+#   tests engine bench attention sampling peer serve offline overload calibrate
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -33,9 +35,9 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 # A wanted stage that needs the full build (the engine, `optimate`) when only the GPU suite built.
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
-want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline calibrate} " == *" $1 "* ]]; }
+want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
-calibrate_status=0
+calibrate_status=0 overload_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -203,6 +205,16 @@ elif want offline; then
   grep -E "^\|" "$out/offline.log" | head -8 | tee -a "$summary"
   tail -3 "$out/offline.log"
 fi
+if want overload && [[ $full -eq 0 ]]; then
+  skipped overload
+  overload_status=1
+elif want overload; then
+  note "== priority under sustained overload (optimate serve + bench --url, FCFS vs priority)"
+  "$root/scripts/gpu-priority-overload.sh" "$build/optimate" "$out/overload" ${OPTIMATE_OVERLOAD_SETS:-} \
+    >"$out/overload.log" 2>&1
+  overload_status=$?
+  tail -6 "$out/overload.log" | tee -a "$summary"
+fi
 if want calibrate && [[ $full -eq 0 ]]; then
   skipped calibrate
   calibrate_status=1
@@ -214,5 +226,5 @@ elif want calibrate; then
   grep -iE "mean absolute|error|written" "$out/calibrate.log" | tail -4 | tee -a "$summary"
 fi
 note "calibrate exit $calibrate_status"
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status"
-[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status"
+[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -36,7 +36,6 @@ struct ServeOptions {
   std::string api_key;
   int64_t max_num_queued_reqs = -1;
   double shutdown_timeout_s = 30.0;
-  std::string priority_order = "higher-first";
   std::string served_model_name;
   int http_threads = 2;
   double read_timeout_s = 30.0;
@@ -95,15 +94,12 @@ void run_serve(ServeOptions& o) {
   Engine engine = create_optimized_engine(config);
   metrics::Registry registry;
   metrics::ServingMetrics metrics(registry, served_name, engine.scheduler().config().max_model_len);
-  const bool lower_first = o.priority_order == "lower-first";
-  server::EngineBackend backend(std::move(engine), {served_name, lower_first}, &metrics);
+  server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
 
   server::Router router(o.api_key);
   const SteadyClock clock;
   server::ServingApi api(backend, registry, metrics, clock,
-                         {o.max_num_queued_reqs,
-                          lower_first ? server::PriorityOrder::kLowerFirst : server::PriorityOrder::kHigherFirst,
-                          OPTIMATE_VERSION});
+                         {o.max_num_queued_reqs, OPTIMATE_VERSION});
   api.add_routes(router);
 
   server::HttpOptions http_options;
@@ -143,10 +139,6 @@ void add_serve_command(CLI::App& app) {
                   "queued requests past which new ones get 503 with Retry-After (default: unbounded)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "seconds running requests may take to finish after SIGTERM")
-      ->capture_default_str();
-  cmd->add_option("--priority-order", o->priority_order,
-                  "higher-first: a larger priority runs first; lower-first: vLLM's rule")
-      ->check(CLI::IsMember({"higher-first", "lower-first"}))
       ->capture_default_str();
   cmd->add_option("--http-threads", o->http_threads, "network threads")->capture_default_str();
   cmd->add_option("--http-read-timeout", o->read_timeout_s,

@@ -29,6 +29,8 @@ void add_engine_flags(CLI::App& app, EngineFlags& f, bool with_model) {
                  "KV cache size on the CPU backend, e.g. 4GiB (default 1GiB)");
   app.add_option("--num-kv-blocks", f.num_kv_blocks, "KV cache size in blocks (overrides memory)");
   app.add_option("--scheduling-policy", f.scheduling_policy, "queue order: fcfs or an optimizer name");
+  app.add_option("--priority-order", f.priority_order,
+                 "higher-first (default): a larger priority runs first; lower-first: vLLM's rule");
   app.add_option("--seed", f.seed, "seed for requests that bring none");
   app.add_option("--num-threads", f.num_threads, "CPU backend threads (default: all cores)");
   app.add_option("--optimizer", f.optimizers, "enable an optimizer: NAME[:key=value,...]; repeatable");
@@ -52,6 +54,7 @@ EngineConfig resolve_engine_config(const EngineFlags& f) {
   if (f.kv_cache_memory) c.kv_cache_memory_bytes = parse_byte_size(*f.kv_cache_memory, "--kv-cache-memory");
   if (f.num_kv_blocks) c.num_kv_blocks = *f.num_kv_blocks;
   if (f.scheduling_policy) c.scheduling_policy = *f.scheduling_policy;
+  if (f.priority_order) c.priority_order = parse_priority_order(*f.priority_order, "--priority-order");
   if (f.seed) {
     if (*f.seed < 0) fail(ErrorCode::kInvalidArgument, "--seed must be non-negative, got {}", *f.seed);
     c.seed = static_cast<uint64_t>(*f.seed);

@@ -31,6 +31,7 @@ struct EngineFlags {
   std::optional<std::string> kv_cache_memory;  // a size: "4GiB"
   std::optional<int64_t> num_kv_blocks;
   std::optional<std::string> scheduling_policy;
+  std::optional<std::string> priority_order;
   std::optional<int64_t> seed;
   std::optional<int64_t> num_threads;
   std::vector<std::string> optimizers;  // --optimizer name[:key=value,...], repeatable

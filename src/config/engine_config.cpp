@@ -83,6 +83,7 @@ std::string EngineConfig::to_toml() const {
      << "kv_cache_memory = " << kv_cache_memory_bytes << "\n"
      << "gpu_memory_utilization = " << value_text(gpu_memory_utilization) << "\n"
      << "scheduling_policy = " << quote(scheduling_policy) << "\n"
+     << "priority_order = " << quote(std::string(priority_order_name(priority_order))) << "\n"
      << "seed = " << seed << "\n"
      << "num_threads = " << num_threads << "\n";
   for (const auto& spec : optimizers) {

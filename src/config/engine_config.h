@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/optimizer_options.h"
+#include "core/priority_order.h"
 
 namespace optimate {
 
@@ -29,6 +30,8 @@ struct EngineConfig {
   int64_t kv_cache_memory_bytes = int64_t{1} << 30;
   double gpu_memory_utilization = 0.9;   // vLLM's meaning: share of the whole card for this process
   std::string scheduling_policy = "fcfs";  // the queue optimizer: fcfs, or a registered name
+  // How clients' `priority` values point; the engine works higher-first.
+  PriorityOrder priority_order = PriorityOrder::kHigherFirst;
   uint64_t seed = 0;                       // seeds requests that bring none
   int64_t num_threads = 0;                 // CPU backend; 0 = all cores
   std::vector<OptimizerSpec> optimizers;

@@ -54,6 +54,13 @@ void read_engine_table(const toml::table& table, const std::string& source, Engi
       if (node.is_string()) c.kv_cache_memory_bytes = parse_byte_size(*node.value<std::string>(), where);
       else c.kv_cache_memory_bytes = get_int(node, source, where);
     } else if (key == "scheduling_policy") c.scheduling_policy = get_string(node, source, where);
+    else if (key == "priority_order") {
+      try {
+        c.priority_order = parse_priority_order(get_string(node, source, where), where);
+      } catch (const Error& e) {
+        fail(ErrorCode::kInvalidFile, "{}: {}", source, e.what());
+      }
+    }
     else if (key == "seed") {
       const int64_t seed = get_int(node, source, where);
       if (seed < 0) bad_key(source, where, "non-negative");

@@ -61,7 +61,7 @@ Engine::Engine(EngineConfig config, EngineParts parts)
                    [&](const OptimizerSpec& s) { return s.name == config_.scheduling_policy; }))
     config_.optimizers.insert(config_.optimizers.begin(), OptimizerSpec{config_.scheduling_policy, {}});
   for (const auto& spec : config_.optimizers)
-    optimizers_.emplace_back(spec, spec.enabled ? registry_.build(spec) : optim::PolicySet{});
+    optimizers_.emplace_back(spec, spec.enabled ? registry_.build(spec, build_context()) : optim::PolicySet{});
   std::vector<std::pair<std::string, optim::PolicySet>> enabled;
   for (const auto& [spec, set] : optimizers_)
     if (spec.enabled) enabled.emplace_back(spec.name, set);
@@ -100,7 +100,9 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
     fail(ErrorCode::kInvalidArgument, "logprobs must be at most the vocabulary size {}", vocab);
   auto shared = std::make_shared<const SamplingParams>(params);
   const uint64_t seed = params.seed ? *params.seed : mix_seed(next_seed_++);
-  scheduler_->add_request(request_id, prompt_ids, shared, metadata, seed);
+  RequestMetadata engine_metadata = metadata;
+  engine_metadata.priority = to_engine_priority(config_.priority_order, metadata.priority);
+  scheduler_->add_request(request_id, prompt_ids, shared, engine_metadata, seed);
   for (int64_t i = 0; i < params.n; ++i) outputs_->add(request_id, i, prompt_ids, shared);
 }
 
@@ -119,7 +121,7 @@ bool Engine::has_unfinished() const { return scheduler_->has_unfinished() || !pe
 void Engine::set_optimizer(const OptimizerSpec& spec) {
   auto it = std::find_if(optimizers_.begin(), optimizers_.end(),
                          [&](const auto& o) { return o.first.name == spec.name; });
-  optim::PolicySet built = spec.enabled ? registry_.build(spec) : optim::PolicySet{};
+  optim::PolicySet built = spec.enabled ? registry_.build(spec, build_context()) : optim::PolicySet{};
   if (it == optimizers_.end()) {
     optimizers_.emplace_back(spec, std::move(built));
   } else {
@@ -131,6 +133,8 @@ void Engine::set_optimizer(const OptimizerSpec& spec) {
   apply_policies();
   spdlog::info("optimizer '{}' {}", spec.name, spec.enabled ? "enabled" : "disabled");
 }
+
+optim::BuildContext Engine::build_context() const { return {config_.priority_order}; }
 
 void Engine::apply_policies() {
   std::vector<std::pair<std::string, optim::PolicySet>> enabled;

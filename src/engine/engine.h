@@ -77,6 +77,7 @@ class Engine {
 
  private:
   void apply_policies();
+  optim::BuildContext build_context() const;
   void tick_controller();
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
   // Runs the step on a runner that samples on the device; false (nothing run) when a row

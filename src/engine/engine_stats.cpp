@@ -12,7 +12,8 @@ EngineStats engine_stats(const Engine& engine) {
   out.num_running = s.num_running();
   out.num_waiting = s.num_waiting();
   for (sched::SeqId seq : s.waiting_queue())
-    if (const sched::Request* r = s.find(seq)) ++out.num_waiting_by_priority[r->priority];
+    if (const sched::Request* r = s.find(seq))
+      ++out.num_waiting_by_priority[to_client_priority(engine.config().priority_order, r->priority)];
   out.kv_total_blocks = pool.num_blocks();
   out.kv_used_blocks = pool.num_blocks() - pool.num_free_blocks();
   for (int32_t id = 0; id < pool.num_blocks(); ++id)

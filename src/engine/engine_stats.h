@@ -13,7 +13,7 @@ class Engine;
 struct EngineStats {
   int64_t num_running = 0;  // sequences in the running set
   int64_t num_waiting = 0;  // sequences queued (new or preempted)
-  std::map<int64_t, int64_t> num_waiting_by_priority;  // engine priority -> sequences
+  std::map<int64_t, int64_t> num_waiting_by_priority;  // client's priority -> sequences
   int64_t kv_used_blocks = 0;  // blocks held by a sequence
   int64_t kv_total_blocks = 0;
   std::map<std::string, int64_t> kv_blocks_by_precision;  // used blocks by precision tag

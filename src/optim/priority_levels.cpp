@@ -34,12 +34,15 @@ int64_t PriorityOptions::max_wait_ns(int64_t level) const {
   return static_cast<int64_t>(max_wait_ms[static_cast<size_t>(level)] * 1e6);
 }
 
-PriorityOptions PriorityOptions::read(OptionReader& r) {
+PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
   PriorityOptions o;
   o.levels = r.get_int("levels", o.levels);
   if (o.levels < 1 || o.levels > 64)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.levels must be in [1, 64], got {}", o.levels);
-  o.lowest_priority = r.get_int("lowest_priority", o.lowest_priority);
+  // Lower-first clients send 0 for ordinary work and larger values for background work: 0 is
+  // the top level, levels - 1 and above the bottom one.
+  const int64_t default_lowest = order == PriorityOrder::kHigherFirst ? 0 : -(o.levels - 1);
+  o.lowest_priority = r.get_int("lowest_priority", default_lowest);
   o.aging_ms = r.get_double("aging_ms", o.aging_ms);
   if (o.aging_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.aging_ms must be >= 0, got {}", o.aging_ms);
@@ -52,6 +55,10 @@ PriorityOptions PriorityOptions::read(OptionReader& r) {
       fail(ErrorCode::kInvalidArgument, "optimizers.priority.{} must be > 0, got {}", key,
            o.max_wait_ms[level]);
   }
+  o.overdue_share = r.get_double("overdue_share", o.overdue_share);
+  if (o.overdue_share < 0 || o.overdue_share > 1)
+    fail(ErrorCode::kInvalidArgument, "optimizers.priority.overdue_share must be in [0, 1], got {}",
+         o.overdue_share);
   o.preempt = r.get_bool("preempt", o.preempt);
   o.min_run_ms = r.get_double("min_run_ms", o.min_run_ms);
   if (o.min_run_ms < 0)

@@ -1,15 +1,19 @@
 // How the priority optimizer reads a request's priority: `levels` levels numbered 0 (least
 // important) to levels - 1, a per-level admission deadline, and the aging rate.
 //
-// Level rule: level = clamp(priority - lowest_priority, 0, levels - 1). A larger priority is
-// more important (the server negates vLLM's lower-first values before they get here, see
-// --priority-order), and values outside the range are clamped, never rejected: an unknown
-// client's priority 100 is simply the top level.
+// Level rule: level = clamp(priority - lowest_priority, 0, levels - 1), on the engine's
+// higher-first values (the engine converts vLLM's lower-first values, see --priority-order).
+// Values outside the range are clamped, never rejected: an unknown client's priority 100 is
+// simply the top level. The default lowest_priority follows the clients' convention, so that
+// a client's default priority 0 is the least important level under higher-first and the most
+// important under lower-first (where larger values mean background work).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/priority_order.h"
 
 namespace optimate::optim {
 
@@ -17,13 +21,18 @@ class OptionReader;
 
 struct PriorityOptions {
   int64_t levels = 4;            // low, medium, high, critical
-  int64_t lowest_priority = 0;   // the priority value of level 0
-  // Waiting time that raises a request's effective level by one (0: no aging). Aging changes
-  // the admission order only; it never makes a request preempt another.
+  int64_t lowest_priority = 0;   // the priority value of level 0 (engine convention)
+  // Inside one level, waiting time that is worth one unit of priority (0: no aging): a level
+  // holding several priority values (clamped ones) orders them by value plus waiting time /
+  // aging_ms, so the lesser values there are not starved. Aging never crosses levels.
   double aging_ms = 5000.0;
-  // Per level: a request that has waited this long for its first admission goes ahead of
-  // every request that has not (earliest deadline first among them).
+  // Per level: the starvation bound. A request that has waited this long for its first
+  // admission may go ahead of more important waiting requests, within overdue_share.
   std::vector<double> max_wait_ms;
+  // The largest share of admissions that overdue requests may take ahead of more important
+  // waiting ones: the more important classes keep at least 1 - overdue_share of admissions
+  // however long the overload lasts.
+  double overdue_share = 0.1;
   bool preempt = true;           // preempt a less important running request for a blocked one
   double min_run_ms = 500.0;     // a (re)admitted request is not preempted for this long
   bool choose_victims = true;    // also pick the least important victim when KV runs dry
@@ -34,9 +43,11 @@ struct PriorityOptions {
   int64_t max_wait_ns(int64_t level) const;
 
   // Reads [optimizers.priority]: levels, lowest_priority, aging_ms, max_wait_ms (every level),
-  // max_wait_ms_<level name> (one level), preempt, min_run_ms, choose_victims. Errors name the
+  // max_wait_ms_<level name> (one level), overdue_share, preempt, min_run_ms, choose_victims.
+  // `order` is the clients' convention (it sets lowest_priority's default). Errors name the
   // option.
-  static PriorityOptions read(OptionReader& reader);
+  static PriorityOptions read(OptionReader& reader,
+                              PriorityOrder order = PriorityOrder::kHigherFirst);
 };
 
 }  // namespace optimate::optim

@@ -9,9 +9,6 @@
 namespace optimate::optim {
 namespace {
 
-// Not yet admitted and never preempted: the max-wait bound is on the first admission.
-bool first_admission(const RequestView& r) { return r.admitted_ns < 0; }
-
 bool recently_admitted(const PriorityOptions& o, const RequestView& r, int64_t now_ns) {
   return r.admitted_ns >= 0 && static_cast<double>(now_ns - r.admitted_ns) < o.min_run_ms * 1e6;
 }
@@ -34,25 +31,44 @@ PriorityQueuePolicy::PriorityQueuePolicy(PriorityOptions options)
       waiting_by_level_(static_cast<size_t>(options_.levels), 0),
       oldest_wait_ms_by_level_(static_cast<size_t>(options_.levels), 0.0) {}
 
-double PriorityQueuePolicy::effective_level(const RequestView& r, int64_t now_ns) const {
-  const double base = static_cast<double>(options_.level_of(r.priority));
-  if (options_.aging_ms <= 0) return base;
+double PriorityQueuePolicy::aged_priority(const RequestView& r, int64_t now_ns) const {
+  const double value = static_cast<double>(r.priority);
+  if (options_.aging_ms <= 0) return value;
   const double waited_ms = static_cast<double>(std::max<int64_t>(0, now_ns - r.arrival_ns)) * 1e-6;
-  return std::min(base + waited_ms / options_.aging_ms, static_cast<double>(options_.levels - 1));
+  return value + waited_ms / options_.aging_ms;
 }
 
+// Any waiting request past its deadline, preempted ones too: a request evicted after its
+// first admission would otherwise be the one that starves.
 bool PriorityQueuePolicy::overdue(const RequestView& r, int64_t now_ns) const {
-  return first_admission(r) &&
-         now_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority));
+  return now_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority));
+}
+
+void PriorityQueuePolicy::observe_admissions(const SchedulerView& view) {
+  std::unordered_set<int64_t> waiting;
+  waiting.reserve(view.waiting.size());
+  for (const RequestView& r : view.waiting) waiting.insert(r.seq_id);
+  for (int64_t seq : known_waiting_) {
+    if (waiting.count(seq)) continue;
+    ++num_admissions_;
+    jump_credit_ = std::min(1.0, jump_credit_ + options_.overdue_share);
+    if (seq == jump_seq_) {
+      ++num_overdue_admissions_;
+      jump_credit_ -= 1.0;
+    }
+  }
+  known_waiting_ = std::move(waiting);
 }
 
 std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& view) {
+  observe_admissions(view);
   const int64_t now = view.now_ns;
   const size_t n = view.waiting.size();
   struct Key {
+    int64_t level;
     bool overdue;
     int64_t deadline_ns;
-    double level;
+    double aged;
   };
   std::vector<Key> keys(n);
   std::fill(waiting_by_level_.begin(), waiting_by_level_.end(), 0);
@@ -61,7 +77,7 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
   for (size_t i = 0; i < n; ++i) {
     const RequestView& r = view.waiting[i];
     const int64_t level = options_.level_of(r.priority);
-    keys[i] = {overdue(r, now), r.arrival_ns + options_.max_wait_ns(level), effective_level(r, now)};
+    keys[i] = {level, overdue(r, now), r.arrival_ns + options_.max_wait_ns(level), aged_priority(r, now)};
     ++waiting_by_level_[level];
     oldest_wait_ms_by_level_[level] =
         std::max(oldest_wait_ms_by_level_[level], static_cast<double>(now - r.arrival_ns) * 1e-6);
@@ -69,9 +85,9 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
       still_overdue.insert(r.seq_id);
       if (!overdue_seen_.count(r.seq_id)) {
         ++max_wait_reached_;
-        spdlog::debug("priority: request '{}' ({}) waited {:.0f} ms, past its max_wait_ms: "
-                      "admitted ahead of non-overdue requests", r.request_id,
-                      options_.level_name(level), static_cast<double>(now - r.arrival_ns) * 1e-6);
+        spdlog::debug("priority: request '{}' ({}) waited {:.0f} ms, past its max_wait_ms",
+                      r.request_id, options_.level_name(level),
+                      static_cast<double>(now - r.arrival_ns) * 1e-6);
       }
     }
   }
@@ -82,17 +98,40 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     const Key& ka = keys[a];
     const Key& kb = keys[b];
+    if (ka.level != kb.level) return ka.level > kb.level;
     if (ka.overdue != kb.overdue) return ka.overdue;
     if (ka.overdue) {
       if (ka.deadline_ns != kb.deadline_ns) return ka.deadline_ns < kb.deadline_ns;
-    } else if (ka.level != kb.level) {
-      return ka.level > kb.level;
+    } else if (ka.aged != kb.aged) {
+      return ka.aged > kb.aged;
     }
     const RequestView& ra = view.waiting[a];
     const RequestView& rb = view.waiting[b];
     if (ra.arrival_ns != rb.arrival_ns) return ra.arrival_ns < rb.arrival_ns;
     return ra.seq_id < rb.seq_id;
   });
+
+  // The starvation bound: the overdue request of a less important level with the earliest
+  // deadline goes first, while such jumps stay within overdue_share of admissions.
+  jump_seq_ = -1;
+  if (n > 1 && options_.overdue_share > 0 && jump_credit_ >= 1.0) {
+    const int64_t head_level = keys[order[0]].level;
+    std::optional<size_t> best;
+    for (size_t pos = 1; pos < n; ++pos) {
+      const Key& k = keys[order[pos]];
+      if (!k.overdue || k.level >= head_level) continue;
+      if (!best || k.deadline_ns < keys[order[*best]].deadline_ns) best = pos;
+    }
+    if (best) {
+      std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(*best),
+                  order.begin() + static_cast<std::ptrdiff_t>(*best) + 1);
+      const RequestView& r = view.waiting[order[0]];
+      jump_seq_ = r.seq_id;
+      spdlog::debug("priority: overdue request '{}' ({}) goes ahead of the {} queue",
+                    r.request_id, options_.level_name(keys[order[0]].level),
+                    options_.level_name(head_level));
+    }
+  }
   return order;
 }
 
@@ -103,12 +142,14 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
                  "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
   const RequestView& w = view.waiting[waiting_index];
   const int64_t level = options_.level_of(w.priority);
-  // Candidates: strictly less important by base level, and not just (re)admitted.
+  // Candidates: strictly less important, not just (re)admitted, and not admitted past their
+  // deadline (the starvation bound would mean nothing if they could be evicted again).
   std::vector<int64_t> candidates;
   bool refused = false;
   for (size_t i = 0; i < view.running.size(); ++i) {
     const RequestView& r = view.running[i];
     if (options_.level_of(r.priority) >= level) continue;
+    if (r.admitted_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority))) continue;
     if (recently_admitted(options_, r, view.now_ns)) {
       refused = true;
       continue;
@@ -147,6 +188,8 @@ std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
       {"preemptions_for_kv_blocks", static_cast<double>(preempted_for_kv_)},
       {"preemptions_refused_min_run", static_cast<double>(refused_min_run_)},
       {"max_wait_reached", static_cast<double>(max_wait_reached_)},
+      {"overdue_admissions", static_cast<double>(num_overdue_admissions_)},
+      {"admissions", static_cast<double>(num_admissions_)},
   };
   for (int64_t level = 0; level < options_.levels; ++level) {
     const std::string name = options_.level_name(level);

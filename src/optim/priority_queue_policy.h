@@ -1,14 +1,18 @@
 // Priority scheduling (the seed's section 3.1.1), done as a queue policy plus a victim policy.
 //
-// Admission order: requests past their level's max_wait_ms (never admitted yet) first, earliest
-// deadline first; then by effective level (base level + waiting time / aging_ms, capped at the
-// top level), older first among equals. A preempted request keeps its original arrival time,
-// so it goes back to its old place among its level instead of the back of the queue.
+// Admission order: strict by level, so a less important class never overtakes a more
+// important one's waiting requests however long an overload lasts. Inside a level, by
+// priority value plus waiting time / aging_ms (aging never crosses levels), then older first.
+// The starvation bound: a request waiting past its level's max_wait_ms for its first admission
+// goes to the front (earliest deadline first), but such jumps ahead of more important
+// waiting requests take at most overdue_share of admissions. A preempted request keeps its
+// original arrival time, so it goes back to its old place among its level.
 //
 // Preemption: when the head of that order is blocked (no sequence slot, or too few KV blocks),
-// the least important running request of a strictly lower base level is preempted for it,
-// unless it was admitted less than min_run_ms ago (bounds thrash). For KV, only when the
-// candidates' blocks can make room, so nothing is preempted in vain.
+// the least important running request of a strictly lower level is preempted for it, unless it
+// was admitted less than min_run_ms ago (bounds thrash) or was admitted past its deadline (the
+// bound would mean nothing if it could be evicted again). For KV, only when the candidates'
+// blocks can make room, so nothing is preempted in vain.
 #pragma once
 
 #include <cstdint>
@@ -28,15 +32,20 @@ class PriorityQueuePolicy final : public QueuePolicy {
   std::optional<int64_t> preempt_for(const SchedulerView& view, int64_t waiting_index,
                                      BlockedOn blocked_on) override;
   // preemptions_for_max_num_seqs, preemptions_for_kv_blocks, preemptions_refused_min_run,
-  // max_wait_reached (requests that hit their deadline), and per level: waiting.<name>,
+  // max_wait_reached (requests that hit their deadline), overdue_admissions (admitted ahead of
+  // more important waiting requests), admissions, and per level: waiting.<name>,
   // oldest_wait_ms.<name> (as of the last decision).
   std::vector<PolicyCounter> counters() const override;
 
   const PriorityOptions& options() const { return options_; }
 
  private:
-  double effective_level(const RequestView& r, int64_t now_ns) const;
+  // Inside a level: the priority value plus waiting time / aging_ms.
+  double aged_priority(const RequestView& r, int64_t now_ns) const;
   bool overdue(const RequestView& r, int64_t now_ns) const;
+  // Counts the requests that left the queue since the last call (admitted, or aborted), and
+  // whether the last jump was among them.
+  void observe_admissions(const SchedulerView& view);
 
   PriorityOptions options_;
   int64_t preempted_for_slots_ = 0;
@@ -44,6 +53,13 @@ class PriorityQueuePolicy final : public QueuePolicy {
   int64_t refused_min_run_ = 0;
   int64_t max_wait_reached_ = 0;
   std::unordered_set<int64_t> overdue_seen_;  // seq ids already counted in max_wait_reached_
+  std::unordered_set<int64_t> known_waiting_;  // waiting seq ids as of the last call
+  int64_t jump_seq_ = -1;                      // put ahead of more important ones last call
+  int64_t num_admissions_ = 0;
+  int64_t num_overdue_admissions_ = 0;
+  // overdue_share per admission, at most one jump's worth: jumps never come in a burst after
+  // a quiet spell.
+  double jump_credit_ = 1.0;
   std::vector<int64_t> waiting_by_level_;
   std::vector<double> oldest_wait_ms_by_level_;
 };

@@ -55,7 +55,7 @@ namespace {
 
 // A baseline takes no options and fills one slot.
 template <typename Impl, typename Slot>
-OptimizerFactory no_options(std::shared_ptr<Slot> PolicySet::*slot) {
+SimpleOptimizerFactory no_options(std::shared_ptr<Slot> PolicySet::*slot) {
   return [slot](const OptimizerSpec& spec) {
     OptionReader(spec).finish();
     PolicySet set;
@@ -89,24 +89,33 @@ void OptimizerRegistry::register_optimizer(const std::string& name, const std::s
     fail(ErrorCode::kInvalidArgument, "optimizer '{}' is registered twice", name);
 }
 
+void OptimizerRegistry::register_optimizer(const std::string& name, const std::string& description,
+                                           SimpleOptimizerFactory factory) {
+  register_optimizer(name, description,
+                     [f = std::move(factory)](const OptimizerSpec& spec, const BuildContext&) {
+                       return f(spec);
+                     });
+}
+
 std::vector<std::string> OptimizerRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : entries_) out.push_back(name);
   return out;
 }
 
-PolicySet OptimizerRegistry::build(const OptimizerSpec& spec) const {
+PolicySet OptimizerRegistry::build(const OptimizerSpec& spec, const BuildContext& context) const {
   auto it = entries_.find(spec.name);
   if (it == entries_.end())
     fail(ErrorCode::kNotFound, "unknown optimizer '{}' (known: {})", spec.name,
          fmt::join(names(), ", "));
-  return it->second.factory(spec);
+  return it->second.factory(spec, context);
 }
 
-PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs) const {
+PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs,
+                                       const BuildContext& context) const {
   std::vector<std::pair<std::string, PolicySet>> sets;
   for (const auto& spec : specs)
-    if (spec.enabled) sets.emplace_back(spec.name, build(spec));
+    if (spec.enabled) sets.emplace_back(spec.name, build(spec, context));
   return merge_policy_sets(sets);
 }
 

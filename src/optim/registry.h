@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/optimizer_options.h"
+#include "core/priority_order.h"
 #include "optim/api/policy_set.h"
 
 namespace optimate::optim {
@@ -30,7 +31,15 @@ class OptionReader {
   std::vector<std::string> read_;
 };
 
-using OptimizerFactory = std::function<PolicySet(const OptimizerSpec&)>;
+// What an optimizer may know of the engine it is built for.
+struct BuildContext {
+  // The clients' convention: priorities reach the policies in the engine's (higher-first),
+  // but defaults that name priority values (the priority levels) follow the clients'.
+  PriorityOrder priority_order = PriorityOrder::kHigherFirst;
+};
+
+using OptimizerFactory = std::function<PolicySet(const OptimizerSpec&, const BuildContext&)>;
+using SimpleOptimizerFactory = std::function<PolicySet(const OptimizerSpec&)>;
 
 class OptimizerRegistry {
  public:
@@ -41,14 +50,17 @@ class OptimizerRegistry {
 
   void register_optimizer(const std::string& name, const std::string& description,
                           OptimizerFactory factory);
+  // For optimizers that need no BuildContext.
+  void register_optimizer(const std::string& name, const std::string& description,
+                          SimpleOptimizerFactory factory);
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
   std::vector<std::string> names() const;
 
   // Builds one optimizer; Error(kNotFound) for an unknown name (listing the known ones).
-  PolicySet build(const OptimizerSpec& spec) const;
+  PolicySet build(const OptimizerSpec& spec, const BuildContext& context = {}) const;
   // Builds every enabled spec and merges them; two optimizers claiming the same slot is an
   // Error(kInvalidArgument). Empty slots stay empty (see with_baselines).
-  PolicySet build_all(const std::vector<OptimizerSpec>& specs) const;
+  PolicySet build_all(const std::vector<OptimizerSpec>& specs, const BuildContext& context = {}) const;
 
  private:
   struct Entry {

@@ -8,10 +8,10 @@ namespace optimate::optim {
 
 void register_scheduling_optimizers(OptimizerRegistry& registry) {
   registry.register_optimizer(
-      "priority", "priority levels with aging, a max-wait bound per level and priority preemption",
-      [](const OptimizerSpec& spec) {
+      "priority", "strict priority levels, a starvation bound per level and priority preemption",
+      [](const OptimizerSpec& spec, const BuildContext& context) {
         OptionReader reader(spec);
-        const PriorityOptions options = PriorityOptions::read(reader);
+        const PriorityOptions options = PriorityOptions::read(reader, context.priority_order);
         reader.finish();
         PolicySet set;
         set.queue = std::make_shared<PriorityQueuePolicy>(options);

@@ -17,7 +17,9 @@ namespace optimate::sched {
 using SeqId = int64_t;
 
 struct RequestMetadata {
-  int64_t priority = 0;                 // larger is more important (see --priority-order)
+  // Engine::add_request takes the clients' convention (--priority-order); the scheduler gets
+  // the engine's, where a larger value is more important.
+  int64_t priority = 0;
   std::optional<int64_t> arrival_ns;    // default: the scheduler clock at add_request
 };
 
@@ -28,7 +30,7 @@ struct Request {
   std::string request_id;
   int64_t seq_index = 0;  // which of the request's n samples
   std::shared_ptr<const SamplingParams> params;
-  int64_t priority = 0;
+  int64_t priority = 0;   // larger is more important
   int64_t arrival_ns = 0;
   uint64_t seed = 0;      // sampling seed of this sequence (request seed + index)
 

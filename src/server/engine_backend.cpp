@@ -173,7 +173,7 @@ void EngineBackend::on_stats(const EngineStats& s) {
   snap.num_running = s.num_running;
   snap.num_waiting = s.num_waiting;
   for (const auto& [priority, count] : s.num_waiting_by_priority)
-    snap.num_waiting_by_priority[options_.lower_priority_first ? -priority : priority] += count;
+    snap.num_waiting_by_priority[priority] += count;
   snap.kv_used_blocks = s.kv_used_blocks;
   snap.kv_total_blocks = s.kv_total_blocks;
   snap.kv_blocks_by_precision = s.kv_blocks_by_precision;

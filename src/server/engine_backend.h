@@ -19,9 +19,6 @@ namespace optimate::server {
 
 struct EngineBackendOptions {
   std::string served_model_name;  // empty: the model path's file name
-  // vLLM's priority rule is in force: the engine saw negated priorities, so per-priority
-  // series are labelled with the client's numbers again.
-  bool lower_priority_first = false;
 };
 
 class EngineBackend final : public GenerationBackend {

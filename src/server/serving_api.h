@@ -17,15 +17,8 @@
 
 namespace optimate::server {
 
-// How a request's `priority` maps onto the engine's order (a larger number runs first).
-enum class PriorityOrder {
-  kHigherFirst,  // Optimate's rule: 10 is more urgent than 0
-  kLowerFirst,   // vLLM's rule: -10 is more urgent than 0
-};
-
 struct ApiOptions {
   int64_t max_num_queued_reqs = -1;  // < 0: unbounded; past it, 503 with Retry-After
-  PriorityOrder priority_order = PriorityOrder::kHigherFirst;
   std::string version;
 };
 

@@ -69,10 +69,7 @@ void ServingApi::start_generation(GenerationRequest& r, std::vector<int32_t> pro
   request.request_id = meta.id;
   request.prompt_token_ids = std::move(prompt_ids);
   request.params = r.params;
-  if (options_.priority_order == PriorityOrder::kHigherFirst) request.priority = r.priority;
-  else request.priority = r.priority == std::numeric_limits<int64_t>::min()
-                              ? std::numeric_limits<int64_t>::max()
-                              : -r.priority;
+  request.priority = r.priority;  // the client's value: the engine knows its convention
 
   // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
   backend_.submit(std::move(request), [stream, exchange](std::vector<GenerationOutput> outputs) {

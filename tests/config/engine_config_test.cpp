@@ -135,5 +135,18 @@ TEST(EngineConfig, BadBackendSettingsNameTheFlag) {
                 .find("engine.gpu_memory_utilization"), std::string::npos);
 }
 
+TEST(EngineConfig, PriorityOrderFromFlagAndToml) {
+  CLI::App app;
+  EngineFlags flags;
+  add_engine_flags(app, flags);
+  const char* argv[] = {"serve", "--priority-order", "lower-first"};
+  app.parse(static_cast<int>(std::size(argv)), argv);
+  const EngineConfig c = resolve_engine_config(flags);
+  EXPECT_EQ(c.priority_order, PriorityOrder::kLowerFirst);
+  EXPECT_EQ(parse_engine_config_toml(c.to_toml(), "printed.toml").priority_order, PriorityOrder::kLowerFirst);
+  EXPECT_NE(error_of([] { parse_engine_config_toml("[engine]\npriority_order = \"lowest\"\n", "a.toml"); })
+                .find("engine.priority_order"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace optimate

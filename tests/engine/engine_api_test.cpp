@@ -147,6 +147,25 @@ TEST(EngineApi, LogprobsArePlumbedThrough) {
   }
 }
 
+TEST(EngineApi, LowerFirstPrioritiesAreConvertedOnArrival) {
+  // vLLM's rule: 0 is ordinary, 5 is background. With one slot and the priority optimizer at
+  // its defaults, the ordinary request added last runs before the background one.
+  FakeEngineOptions options;
+  options.max_num_seqs = 1;
+  options.priority_order = PriorityOrder::kLowerFirst;
+  options.optimizers = {{"priority", {{"preempt", false}}}};
+  Engine engine = make_fake_engine(options);
+  engine.add_request("busy", std::vector<int32_t>{3, 4}, greedy(2));
+  engine.step();
+  engine.add_request("background", std::vector<int32_t>{3, 4}, greedy(2), {.priority = 5});
+  engine.add_request("ordinary", std::vector<int32_t>{3, 4}, greedy(2), {.priority = 0});
+  std::vector<std::string> finished;
+  while (engine.has_unfinished())
+    for (const auto& o : engine.step())
+      if (o.finished) finished.push_back(o.request_id);
+  EXPECT_EQ(finished, (std::vector<std::string>{"busy", "ordinary", "background"}));
+}
+
 TEST(EngineApi, UnknownOptimizerIsAnError) {
   FakeEngineOptions o;
   o.optimizers = {OptimizerSpec{"no-such-optimizer", {}}};

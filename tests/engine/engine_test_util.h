@@ -18,6 +18,7 @@ struct FakeEngineOptions {
   int64_t max_num_batched_tokens = 64;
   int64_t max_model_len = 256;
   bool prefix_caching = true;
+  PriorityOrder priority_order = PriorityOrder::kHigherFirst;
   std::vector<OptimizerSpec> optimizers;
 };
 
@@ -29,6 +30,7 @@ inline Engine make_fake_engine(const FakeEngineOptions& o = {},
   c.max_model_len = o.max_model_len;
   c.block_size = o.block_size;
   c.enable_prefix_caching = o.prefix_caching;
+  c.priority_order = o.priority_order;
   c.optimizers = o.optimizers;
   EngineParts parts;
   parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size);

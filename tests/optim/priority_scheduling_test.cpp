@@ -101,14 +101,50 @@ TEST(PriorityScheduling, MaxWaitAdmitsTheLowestLevelWithinItsBound) {
   EXPECT_EQ(t.finished_ns.count("low"), 1u);
 }
 
-TEST(PriorityScheduling, AgingAdmitsTheLowestLevelOnceItCatchesUp) {
-  // 4 levels, one level per 200 ms: after 600 ms the low request ranks with fresh critical
-  // ones and, being older, goes first.
+TEST(PriorityScheduling, AgingNeverLiftsARequestAcrossLevels) {
+  // One level per 200 ms of waiting would have lifted the low request past fresh critical
+  // ones after 600 ms; aging works inside a level only, so without a deadline it still waits.
   const Timeline t = overload({{"aging_ms", 200.0}, {"max_wait_ms", 1e9}}, 3000);
-  ASSERT_EQ(t.first_scheduled_ns.count("low"), 1u);
-  const int64_t waited_ns = t.first_scheduled_ns.at("low") - t.arrival_ns.at("low");
-  EXPECT_GE(waited_ns, 600'000'000);
-  EXPECT_LE(waited_ns, 600'000'000 + 4 * kStepNs);
+  EXPECT_EQ(t.first_scheduled_ns.count("low"), 0u);
+}
+
+TEST(PriorityScheduling, AgingOrdersPriorityValuesInsideALevel) {
+  // Two levels from priority 0; 1 and 5 are both the top level (clamped). Inside it the larger
+  // value goes first, until waiting has made up the difference: 4 units at 100 ms each.
+  const OptionMap options = {{"levels", int64_t{2}}, {"aging_ms", 100.0}, {"max_wait_ms", 1e9},
+                             {"preempt", false}};
+  SchedHarness h(config(1), build_optimizers({priority(options)}), kStepNs);
+  h.add("busy", 8, 1000, 1);
+  h.step();
+  h.add("one", 8, 4, 1);
+  h.add("five-early", 8, 4, 5);
+  h.clock().advance_ns(500'000'000);  // "one" now ranks as 6, above a fresh 5
+  h.add("five-late", 8, 4, 5);
+  h.scheduler().abort("busy");
+  std::vector<std::string> admitted;
+  while (h.scheduler().has_unfinished()) {
+    const auto plan = h.step();
+    for (const auto& s : plan.seqs)
+      if (s.start_pos == 0) admitted.push_back(h.scheduler().find(s.seq_id)->request_id);
+  }
+  EXPECT_EQ(admitted, (std::vector<std::string>{"five-early", "one", "five-late"}));
+}
+
+TEST(PriorityScheduling, LowerFirstClientsGetLevelsByDefault) {
+  // vLLM's clients send 0 for ordinary work and larger values for background work: with the
+  // default options the four levels must still tell them apart.
+  OptimizerSpec spec = priority();
+  optim::OptionReader reader(spec);
+  const optim::PriorityOptions o = optim::PriorityOptions::read(reader, PriorityOrder::kLowerFirst);
+  auto level = [&](int64_t client) {
+    return o.level_of(to_engine_priority(PriorityOrder::kLowerFirst, client));
+  };
+  EXPECT_EQ(level(0), 3);
+  EXPECT_EQ(level(1), 2);
+  EXPECT_EQ(level(2), 1);
+  EXPECT_EQ(level(3), 0);
+  EXPECT_EQ(level(100), 0);
+  EXPECT_EQ(level(-7), 3);
 }
 
 TEST(PriorityScheduling, PreemptsForMoreImportantWhenMaxNumSeqsIsFull) {

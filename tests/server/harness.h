@@ -12,10 +12,9 @@
 namespace optimate::server::testing {
 
 struct Harness {
-  explicit Harness(std::string api_key = {}, int64_t max_queued = -1,
-                   PriorityOrder order = PriorityOrder::kHigherFirst)
+  explicit Harness(std::string api_key = {}, int64_t max_queued = -1)
       : metrics(registry, "fake-model", 64), router(std::move(api_key)),
-        api(backend, registry, metrics, clock, {max_queued, order, "9.9.9"}),
+        api(backend, registry, metrics, clock, {max_queued, "9.9.9"}),
         server(options(), router) {
     api.add_routes(router);
     server.start();

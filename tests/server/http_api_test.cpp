@@ -192,11 +192,11 @@ TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
   EXPECT_EQ(h.server.active_exchanges(), 0);
 }
 
-TEST(HttpApi, LowerFirstPriorityIsNegatedForTheEngine) {
-  Harness h({}, -1, PriorityOrder::kLowerFirst);
+TEST(HttpApi, PriorityReachesTheEngineAsTheClientSentIt) {
+  Harness h;
   TestClient c(h.port());
   ASSERT_EQ(c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 1}, {"priority", -5}}).status, 200);
-  EXPECT_EQ(h.backend.last_priority(), 5);
+  EXPECT_EQ(h.backend.last_priority(), -5);
 }
 
 TEST(HttpApi, MetricsEndpointServesPrometheusText) {
