@@ -93,7 +93,7 @@ void run_serve(ServeOptions& o) {
                                       : o.served_model_name;
   Engine engine = create_optimized_engine(config);
   metrics::Registry registry;
-  metrics::ServingMetrics metrics(registry, served_name, engine.scheduler().config().max_model_len);
+  metrics::ServingMetrics metrics(registry, served_name, engine.limits().max_model_len);
   server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
 
   server::Router router(o.api_key);

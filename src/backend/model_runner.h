@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -23,6 +24,14 @@ struct KvCacheShape {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t element_bits = 32;  // storage of one K or V value: 32 (fp32) or 16 (bf16)
+};
+
+// What a runner allocated for one step. The scheduler's limits may move at run time up to
+// these and never past them: a step beyond them would fail.
+struct StepCapacity {
+  int64_t max_num_seqs = std::numeric_limits<int64_t>::max();
+  int64_t max_num_batched_tokens = std::numeric_limits<int64_t>::max();
+  int64_t max_model_len = std::numeric_limits<int64_t>::max();  // positions per sequence
 };
 
 // One sequence's part of a step: a prefill chunk (many tokens) or a decode (one token).
@@ -60,6 +69,8 @@ class ModelRunner {
                               std::vector<int32_t>& token_ids) {
     return false;
   }
+  // What one step may hold; unbounded by default (the CPU runner sizes its buffers per step).
+  virtual StepCapacity capacity() const { return {}; }
   // Bytes of the weights as the runner holds them (the embedding table included), or 0 when
   // the runner holds none (a simulation).
   virtual int64_t weight_bytes() const { return 0; }

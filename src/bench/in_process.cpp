@@ -44,7 +44,7 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   size_t next = 0;
   int64_t in_flight = 0, done = 0;
   int64_t last_forward_count = target.observer ? target.observer->last().count : 0;
-  const int64_t preemptions_before = engine.scheduler().stats().num_preemptions;
+  const int64_t preemptions_before = engine.stats().num_preemptions;
 
   auto send = [&](size_t i, double arrival_s) {
     const BenchRequest& br = requests[i];
@@ -91,10 +91,12 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
       if (target.observer && target.observer->last().count != last_forward_count) {
         last_forward_count = target.observer->last().count;
         const ForwardObservation& f = target.observer->last();
-        const optim::MetricsView m = engine.scheduler().metrics();
+        const EngineStats m = engine.stats();
+        const double kv_usage = m.kv_total_blocks == 0 ? 0.0
+            : static_cast<double>(m.kv_used_blocks) / static_cast<double>(m.kv_total_blocks);
         run.steps.push_back({.t_s = after, .duration_s = f.duration_s, .batch_size = f.batch_size,
                              .num_tokens = f.num_tokens, .num_waiting = m.num_waiting,
-                             .num_running = m.num_running, .kv_usage = m.kv_usage});
+                             .num_running = m.num_running, .kv_usage = kv_usage});
         progressed = true;
       }
       for (const RequestOutput& o : outs) {
@@ -143,7 +145,7 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
       if (wait_ns > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(wait_ns, 1'000'000)));
     }
   }
-  run.num_preemptions = engine.scheduler().stats().num_preemptions - preemptions_before;
+  run.num_preemptions = engine.stats().num_preemptions - preemptions_before;
   run.gpu = gpu->stop();
   return run;
 }

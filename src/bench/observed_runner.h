@@ -38,6 +38,7 @@ class ObservedRunner final : public ModelRunner {
     return true;
   }
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  StepCapacity capacity() const override { return inner_->capacity(); }
   const ForwardObservation& last() const { return last_; }
 
  private:

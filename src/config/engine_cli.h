@@ -1,10 +1,12 @@
-// Command-line flags of the engine, with vLLM's names where vLLM has the flag. Flags override
-// the TOML file given by --config, which overrides the defaults.
+// Command-line flags of the engine, one per row of the settings table (engine_settings.def),
+// with vLLM's names where vLLM has the flag. Flags override the TOML file given by --config,
+// which overrides the defaults.
 #pragma once
 
-#include <cstdint>
-#include <optional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/engine_config.h"
@@ -17,30 +19,15 @@ namespace optimate {
 
 struct EngineFlags {
   std::string config_path;
-  std::optional<std::string> model;
-  std::optional<std::string> tokenizer;
-  std::optional<std::string> device;
-  std::optional<std::string> load_format;
-  std::optional<double> gpu_memory_utilization;
-  std::optional<int64_t> max_num_seqs;
-  std::optional<int64_t> max_num_batched_tokens;
-  std::optional<int64_t> max_model_len;
-  std::optional<int64_t> block_size;
-  std::optional<bool> enable_prefix_caching;
-  std::optional<std::string> kv_cache_dtype;
-  std::optional<std::string> kv_cache_memory;  // a size: "4GiB"
-  std::optional<int64_t> num_kv_blocks;
-  std::optional<std::string> scheduling_policy;
-  std::optional<std::string> priority_order;
-  std::optional<int64_t> seed;
-  std::optional<int64_t> num_threads;
+  // (TOML key, text) for every setting flag given, in command-line order.
+  std::vector<std::pair<std::string, std::string>> settings;
   std::vector<std::string> optimizers;  // --optimizer name[:key=value,...], repeatable
   bool print_config = false;
 };
 
-// Registers the flags on a subcommand (serve, generate, bench); `flags` must outlive parsing.
-// `with_model` adds --model (subcommands that take it positionally pass false).
-void add_engine_flags(CLI::App& app, EngineFlags& flags, bool with_model = true);
+// Registers the flags on a subcommand (serve, generate); `flags` must outlive parsing. Settings
+// whose TOML key is in `skip` get no flag (a subcommand that gives that flag another meaning).
+void add_engine_flags(CLI::App& app, EngineFlags& flags, std::initializer_list<std::string_view> skip = {});
 
 // Defaults, then the --config file, then the flags; validated.
 EngineConfig resolve_engine_config(const EngineFlags& flags);

@@ -5,6 +5,8 @@
 #include <toml++/toml.h>
 
 #include "config/engine_config.h"
+#include "config/settings.h"
+#include "config/toml_text.h"
 #include "core/error.h"
 
 namespace optimate {
@@ -14,59 +16,49 @@ namespace {
   fail(ErrorCode::kInvalidFile, "{}: {} must be {}", source, key, rule);
 }
 
-int64_t get_int(const toml::node& node, const std::string& source, const std::string& key) {
-  if (auto v = node.value_exact<int64_t>()) return *v;
-  bad_key(source, key, "an integer");
-}
-
 bool get_bool(const toml::node& node, const std::string& source, const std::string& key) {
   if (auto v = node.value_exact<bool>()) return *v;
   bad_key(source, key, "a boolean");
 }
 
-double get_double(const toml::node& node, const std::string& source, const std::string& key) {
-  if (auto v = node.value<double>()) return *v;
-  bad_key(source, key, "a number");
-}
-
-std::string get_string(const toml::node& node, const std::string& source, const std::string& key) {
-  if (auto v = node.value_exact<std::string>()) return *v;
-  bad_key(source, key, "a string");
+// The node as the text a command line would give, after checking its TOML type fits the kind.
+std::string setting_text(const SettingInfo& s, const toml::node& node, const std::string& source,
+                         const std::string& where) {
+  switch (s.kind) {
+    case SettingKind::kInt:
+    case SettingKind::kSeed:
+      if (auto v = node.value_exact<int64_t>()) return std::to_string(*v);
+      bad_key(source, where, "an integer");
+    case SettingKind::kDouble:
+      if (auto v = node.value<double>()) return toml_double(*v);
+      bad_key(source, where, "a number");
+    case SettingKind::kBool:
+      return get_bool(node, source, where) ? "true" : "false";
+    case SettingKind::kBytes:
+      if (auto v = node.value_exact<int64_t>()) return std::to_string(*v);
+      if (auto v = node.value_exact<std::string>()) return *v;
+      bad_key(source, where, "a size (\"4GiB\") or a byte count");
+    case SettingKind::kString:
+    case SettingKind::kPriorityOrder:
+    case SettingKind::kOptimizerAlias:
+      if (auto v = node.value_exact<std::string>()) return *v;
+      bad_key(source, where, "a string");
+  }
+  bad_key(source, where, "a known kind");
 }
 
 void read_engine_table(const toml::table& table, const std::string& source, EngineConfig& c) {
   for (const auto& [k, node] : table) {
     const std::string key(k.str());
     const std::string where = "engine." + key;
-    if (key == "model") c.model = get_string(node, source, where);
-    else if (key == "tokenizer") c.tokenizer = get_string(node, source, where);
-    else if (key == "device") c.device = get_string(node, source, where);
-    else if (key == "load_format") c.load_format = get_string(node, source, where);
-    else if (key == "gpu_memory_utilization") c.gpu_memory_utilization = get_double(node, source, where);
-    else if (key == "max_num_seqs") c.max_num_seqs = get_int(node, source, where);
-    else if (key == "max_num_batched_tokens") c.max_num_batched_tokens = get_int(node, source, where);
-    else if (key == "max_model_len") c.max_model_len = get_int(node, source, where);
-    else if (key == "block_size") c.block_size = get_int(node, source, where);
-    else if (key == "enable_prefix_caching") c.enable_prefix_caching = get_bool(node, source, where);
-    else if (key == "kv_cache_dtype") c.kv_cache_dtype = get_string(node, source, where);
-    else if (key == "num_kv_blocks") c.num_kv_blocks = get_int(node, source, where);
-    else if (key == "kv_cache_memory") {
-      if (node.is_string()) c.kv_cache_memory_bytes = parse_byte_size(*node.value<std::string>(), where);
-      else c.kv_cache_memory_bytes = get_int(node, source, where);
-    } else if (key == "scheduling_policy") c.scheduling_policy = get_string(node, source, where);
-    else if (key == "priority_order") {
-      try {
-        c.priority_order = parse_priority_order(get_string(node, source, where), where);
-      } catch (const Error& e) {
-        fail(ErrorCode::kInvalidFile, "{}: {}", source, e.what());
-      }
+    const SettingInfo* s = find_setting(key);
+    if (!s) fail(ErrorCode::kInvalidFile, "{}: unknown key {}", source, where);
+    try {
+      s->set_from_text(c, setting_text(*s, node, source, where), where);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::kInvalidFile) throw;
+      fail(ErrorCode::kInvalidFile, "{}: {}", source, e.what());
     }
-    else if (key == "seed") {
-      const int64_t seed = get_int(node, source, where);
-      if (seed < 0) bad_key(source, where, "non-negative");
-      c.seed = static_cast<uint64_t>(seed);
-    } else if (key == "num_threads") c.num_threads = get_int(node, source, where);
-    else fail(ErrorCode::kInvalidFile, "{}: unknown key {}", source, where);
   }
 }
 

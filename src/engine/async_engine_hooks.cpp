@@ -39,7 +39,7 @@ bool AsyncEngine::running() const {
 }
 
 void AsyncEngine::publish_stats() {
-  EngineStats snapshot = engine_stats(engine_);
+  EngineStats snapshot = engine_.stats();
   std::function<void(const EngineStats&)> listener;
   {
     std::lock_guard lock(mu_);

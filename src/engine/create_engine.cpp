@@ -54,21 +54,20 @@ std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const Loade
   }
 }
 
-std::unique_ptr<ModelRunner> make_cpu_runner(EngineArgs& args, const LoadedModel& model) {
+std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
-  if (args.num_kv_blocks == 0)
-    args.num_kv_blocks = kv::num_blocks_for_memory(args.kv_cache_memory_bytes, mc.num_layers,
-                                                   mc.num_kv_heads, mc.head_dim, args.block_size,
-                                                   kv::KvPrecision::kF32);
   cpu::CpuRunnerOptions options;
-  options.num_kv_blocks = args.num_kv_blocks;
+  options.num_kv_blocks = args.num_kv_blocks != 0
+      ? args.num_kv_blocks
+      : kv::num_blocks_for_memory(args.kv_cache_memory_bytes, mc.num_layers, mc.num_kv_heads,
+                                  mc.head_dim, args.block_size, kv::KvPrecision::kF32);
   options.block_size = args.block_size;
   options.num_threads = static_cast<int>(args.num_threads);
   return std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
 }
 
 #if OPTIMATE_HAVE_CUDA
-std::unique_ptr<ModelRunner> make_cuda_runner(EngineArgs& args, const LoadedModel& model, bool dummy) {
+std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const LoadedModel& model, bool dummy) {
   cuda::CudaRunnerOptions options;
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.block_size = args.block_size;
@@ -79,18 +78,17 @@ std::unique_ptr<ModelRunner> make_cuda_runner(EngineArgs& args, const LoadedMode
   std::unique_ptr<cuda::CudaModelRunner> runner =
       dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
             : std::make_unique<cuda::CudaModelRunner>(model, options);
-  if (args.max_model_len == 0 && runner->max_model_len() < model.config.max_position_embeddings)
+  const int64_t context = runner->capacity().max_model_len;
+  if (args.max_model_len == 0 && context < model.config.max_position_embeddings)
     spdlog::warn("context length {} on the GPU (the model allows {}); --max-model-len sets it",
-                 runner->max_model_len(), model.config.max_position_embeddings);
-  args.max_model_len = runner->max_model_len();
-  args.num_kv_blocks = runner->kv_shape().num_blocks;
+                 context, model.config.max_position_embeddings);
   return runner;
 }
 #endif
 
 }  // namespace
 
-EngineParts create_engine_parts(EngineArgs& args) {
+EngineParts create_engine_parts(const EngineArgs& args) {
   args.validate();
   if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
   const std::string device = resolve_device(args);
@@ -98,7 +96,6 @@ EngineParts create_engine_parts(EngineArgs& args) {
   if (dummy && device != "cuda")
     fail(ErrorCode::kUnsupported, "--load-format dummy needs the CUDA backend (device is {})", device);
   const LoadedModel model = dummy ? load_model_header(args.model) : load_model(args.model, file_format(args.load_format));
-  if (args.max_model_len == 0 && device == "cpu") args.max_model_len = model.config.max_position_embeddings;
 
   EngineParts parts;
   parts.codec = model_codec(args, model, dummy);
@@ -109,8 +106,8 @@ EngineParts create_engine_parts(EngineArgs& args) {
   parts.device = device;
   parts.description = device + " " + std::filesystem::path(args.model).filename().string() +
                       (dummy ? " (dummy weights)" : "");
-  spdlog::info("engine on {}: {} KV blocks of {} tokens, context {}", parts.description,
-               args.num_kv_blocks, args.block_size, args.max_model_len);
+  const KvCacheShape& kv = parts.runner->kv_shape();
+  spdlog::info("engine on {}: {} KV blocks of {} tokens", parts.description, kv.num_blocks, kv.block_size);
   return parts;
 }
 

@@ -34,10 +34,20 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   if (precision != stored)
     fail(ErrorCode::kUnsupported, "kv-cache-dtype {} is not supported by this backend ({} only)",
          c.kv_cache_dtype, kv::kv_precision_name(stored));
+  const StepCapacity capacity = runner.capacity();
+  if (c.max_num_seqs > capacity.max_num_seqs || c.max_num_batched_tokens > capacity.max_num_batched_tokens)
+    fail(ErrorCode::kInvalidArgument,
+         "max-num-seqs {} / max-num-batched-tokens {} exceed what the runner allocated ({} / {})",
+         c.max_num_seqs, c.max_num_batched_tokens, capacity.max_num_seqs, capacity.max_num_batched_tokens);
+  // The context: the setting if given, else the model's, never past what the runner holds.
+  const int64_t context_cap = std::min(runner.config().max_position_embeddings, capacity.max_model_len);
+  if (c.max_model_len > capacity.max_model_len)
+    fail(ErrorCode::kInvalidArgument, "max-model-len {} exceeds what the runner allocated ({})",
+         c.max_model_len, capacity.max_model_len);
   sched::SchedulerConfig s;
   s.max_num_seqs = c.max_num_seqs;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
-  s.max_model_len = c.max_model_len > 0 ? c.max_model_len : runner.config().max_position_embeddings;
+  s.max_model_len = c.max_model_len > 0 ? c.max_model_len : context_cap;
   s.block_size = shape.block_size;
   s.num_kv_blocks = shape.num_blocks;
   s.enable_prefix_caching = c.enable_prefix_caching;
@@ -56,10 +66,6 @@ Engine::Engine(EngineConfig config, EngineParts parts)
       registry_(std::move(parts.registry)) {
   config_.validate();
   OPTIMATE_CHECK(runner_ != nullptr, "engine without a model runner");
-  if (config_.scheduling_policy != "fcfs" &&
-      std::none_of(config_.optimizers.begin(), config_.optimizers.end(),
-                   [&](const OptimizerSpec& s) { return s.name == config_.scheduling_policy; }))
-    config_.optimizers.insert(config_.optimizers.begin(), OptimizerSpec{config_.scheduling_policy, {}});
   for (const auto& spec : config_.optimizers)
     optimizers_.emplace_back(spec, spec.enabled ? registry_.build(spec, build_context()) : optim::PolicySet{});
   std::vector<std::pair<std::string, optim::PolicySet>> enabled;
@@ -68,7 +74,7 @@ Engine::Engine(EngineConfig config, EngineParts parts)
   scheduler_ = std::make_unique<sched::Scheduler>(scheduler_config(config_, *runner_),
                                                   optim::merge_policy_sets(enabled), *clock_);
   outputs_ = std::make_unique<OutputProcessor>(codec_);
-  sampler_ = std::make_unique<cpu::Sampler>(runner_->config().vocab_size);
+  sampler_ = std::make_unique<sampling::Sampler>(runner_->config().vocab_size);
   next_seed_ = mix_seed(config_.seed);
 }
 
@@ -143,6 +149,23 @@ void Engine::apply_policies() {
   scheduler_->set_policies(optim::merge_policy_sets(enabled));
 }
 
+EngineLimits Engine::limits() const {
+  const sched::SchedulerConfig& s = scheduler_->config();
+  return {s.max_model_len, s.num_kv_blocks, s.block_size, s.max_num_seqs, s.max_num_batched_tokens,
+          runner_->capacity()};
+}
+
+void Engine::set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens) {
+  const StepCapacity capacity = runner_->capacity();
+  if (max_num_seqs > capacity.max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "max-num-seqs {} is more than the runner allocated for ({})",
+         max_num_seqs, capacity.max_num_seqs);
+  if (max_num_batched_tokens > capacity.max_num_batched_tokens)
+    fail(ErrorCode::kInvalidArgument, "max-num-batched-tokens {} is more than the runner allocated for ({})",
+         max_num_batched_tokens, capacity.max_num_batched_tokens);
+  scheduler_->set_limits(max_num_seqs, max_num_batched_tokens);
+}
+
 std::vector<OptimizerCounters> Engine::optimizer_counters() const {
   std::vector<OptimizerCounters> out;
   for (const optim::Policy* p : scheduler_->policies().all())
@@ -159,9 +182,13 @@ void Engine::tick_controller() {
   const auto& c = scheduler_->config();
   const optim::KnobChanges changes =
       controller->tick(scheduler_->metrics(), {c.max_num_seqs, c.max_num_batched_tokens});
-  if (changes.max_num_seqs || changes.max_num_batched_tokens)
-    scheduler_->set_limits(changes.max_num_seqs.value_or(c.max_num_seqs),
-                           changes.max_num_batched_tokens.value_or(c.max_num_batched_tokens));
+  if (changes.max_num_seqs || changes.max_num_batched_tokens) {
+    // A controller's knob stops at what the runner holds.
+    const StepCapacity capacity = runner_->capacity();
+    set_limits(std::min(changes.max_num_seqs.value_or(c.max_num_seqs), capacity.max_num_seqs),
+               std::min(changes.max_num_batched_tokens.value_or(c.max_num_batched_tokens),
+                        capacity.max_num_batched_tokens));
+  }
   for (const auto& name : changes.disable_optimizers) {
     auto it = std::find_if(optimizers_.begin(), optimizers_.end(),
                            [&](const auto& o) { return o.first.name == name; });
@@ -173,32 +200,6 @@ void Engine::tick_controller() {
   }
 }
 
-namespace {
-
-// The ids a row may not draw: below min_tokens nothing may end the sequence, so its ending
-// tokens (EOS unless ignored, and its stop ids) are suppressed. Replaces `out`.
-void suppressed_ids(const sched::Request& r, std::span<const int64_t> eos, std::vector<int32_t>& out) {
-  out.clear();
-  const SamplingParams& p = *r.params;
-  if (r.num_output_tokens() >= p.min_tokens) return;
-  if (!p.ignore_eos)
-    for (int64_t id : eos) out.push_back(static_cast<int32_t>(id));
-  for (int64_t id : p.stop_token_ids) out.push_back(static_cast<int32_t>(id));
-}
-
-// Rows the device samplers cannot draw: penalties and logprobs need the whole row on the host,
-// and so do suppressed ids (`scratch` receives them).
-bool needs_host_sampling(const sched::Request& r, std::span<const int64_t> eos, std::vector<int32_t>& scratch) {
-  const SamplingParams& p = *r.params;
-  if (p.logprobs.has_value() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-      p.frequency_penalty != 0.0f)
-    return true;
-  suppressed_ids(r, eos, scratch);
-  return !scratch.empty();
-}
-
-}  // namespace
-
 bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
                               sched::StepResult& result) {
   // One row that needs the host sends the whole step there (logits of every row are copied);
@@ -206,9 +207,8 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
   specs_.clear();
   for (const sched::ScheduledSeq& s : plan.seqs) {
     if (!s.want_logits) continue;
-    const sched::Request& r = *scheduler_->find(s.seq_id);
-    if (needs_host_sampling(r, scheduler_->config().eos_token_ids, suppressed_probe_)) return false;
-    specs_.push_back({r.params.get(), r.seed, r.num_output_tokens()});
+    if (sampling::needs_host_sampling(s.sample)) return false;
+    specs_.push_back({s.sample.params.get(), s.sample.seed, s.sample.output_index});
   }
   if (!runner_->forward_sample(batch, specs_, device_tokens_)) return false;
   OPTIMATE_CHECK(device_tokens_.size() == specs_.size(), "runner sampled {} tokens for {} rows",
@@ -221,31 +221,25 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
   const int64_t vocab = runner_->config().vocab_size;
   rows_.clear();
-  suppressed_.resize(plan.seqs.size());
-  size_t row = 0;
   for (const sched::ScheduledSeq& s : plan.seqs) {
     if (!s.want_logits) continue;
-    const sched::Request& r = *scheduler_->find(s.seq_id);
-    const SamplingParams& p = *r.params;
-    std::vector<int32_t>& suppressed = suppressed_[row];
-    suppressed_ids(r, scheduler_->config().eos_token_ids, suppressed);
-    cpu::SampleInput in;
+    const size_t row = rows_.size();
+    sampling::SampleInput in;
     in.logits = std::span<const float>(logits_.data() + row * vocab, static_cast<size_t>(vocab));
-    in.params = &p;
-    in.seed = r.seed;
-    in.output_index = r.num_output_tokens();
-    in.prompt_ids = std::span<const int32_t>(r.token_ids).first(r.num_prompt_tokens);
-    in.output_ids = std::span<const int32_t>(r.token_ids).subspan(r.num_prompt_tokens);
-    in.suppressed_ids = suppressed;
+    in.params = s.sample.params.get();
+    in.seed = s.sample.seed;
+    in.output_index = s.sample.output_index;
+    in.prompt_ids = s.sample.prompt_ids;
+    in.output_ids = s.sample.output_ids;
+    in.suppressed_ids = s.sample.suppressed_ids;
     rows_.push_back(in);
-    ++row;
   }
-  OPTIMATE_CHECK(logits_.size() >= row * vocab, "runner returned {} logits for {} rows",
-                 logits_.size(), row);
+  OPTIMATE_CHECK(logits_.size() >= rows_.size() * vocab, "runner returned {} logits for {} rows",
+                 logits_.size(), rows_.size());
   sampler_->sample_batch(rows_, samples_);
   result.tokens.resize(rows_.size());
   for (size_t i = 0; i < rows_.size(); ++i) {
-    const cpu::SampleOutput& s = samples_[i];
+    const sampling::SampleOutput& s = samples_[i];
     result.tokens[i].token_id = s.token_id;
     if (!rows_[i].params->logprobs) continue;
     sched::TokenLogprobs lp;

@@ -10,13 +10,14 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/cpu/sampler.h"
 #include "backend/model_runner.h"
 #include "config/engine_config.h"
 #include "core/clock.h"
+#include "engine/engine_stats.h"
 #include "engine/output_processor.h"
 #include "engine/text_codec.h"
 #include "optim/registry.h"
+#include "sampling/sampler.h"
 #include "sched/scheduler.h"
 
 namespace optimate {
@@ -38,6 +39,16 @@ struct EngineParts {
   optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
   std::string description;                 // the backend and model, for logs and reports
   std::string device;                      // the backend resolved from --device: "cpu" or "cuda"
+};
+
+// The sizes an engine runs with, as resolved from its settings and its runner.
+struct EngineLimits {
+  int64_t max_model_len = 0;  // context: prompt + generated tokens of one sequence
+  int64_t num_kv_blocks = 0;
+  int64_t block_size = 0;
+  int64_t max_num_seqs = 0;            // the scheduler's current limits
+  int64_t max_num_batched_tokens = 0;
+  StepCapacity capacity;               // what the runner allocated: the limits' ceiling
 };
 
 class Engine {
@@ -63,10 +74,17 @@ class Engine {
   // New requests may be worth a step sooner.
   std::optional<int64_t> idle_until_ns() const { return idle_until_ns_; }
 
+  EngineLimits limits() const;
+  // Moves the scheduler's limits between steps; Error(kInvalidArgument) above what the runner
+  // allocated (limits().capacity) or below 1, and nothing changes.
+  void set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens);
+
   // Enables (building it if new) or disables an optimizer between steps; disabling falls back
   // to the baseline for the slots it filled.
   void set_optimizer(const OptimizerSpec& spec);
   std::vector<OptimizerCounters> optimizer_counters() const;
+  // The scheduler's state and totals, priorities in the clients' convention.
+  EngineStats stats() const;
 
   const EngineConfig& config() const { return config_; }
   const sched::Scheduler& scheduler() const { return *scheduler_; }
@@ -93,15 +111,13 @@ class Engine {
   std::vector<std::pair<OptimizerSpec, optim::PolicySet>> optimizers_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<OutputProcessor> outputs_;
-  std::unique_ptr<cpu::Sampler> sampler_;
+  std::unique_ptr<sampling::Sampler> sampler_;
   std::vector<RequestOutput> pending_;  // aborts, reported by the next step()
   std::vector<float> logits_;
-  std::vector<cpu::SampleInput> rows_;
-  std::vector<cpu::SampleOutput> samples_;
+  std::vector<sampling::SampleInput> rows_;
+  std::vector<sampling::SampleOutput> samples_;
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> device_tokens_;
-  std::vector<std::vector<int32_t>> suppressed_;
-  std::vector<int32_t> suppressed_probe_;  // needs_host_sampling's scratch
   uint64_t next_seed_ = 0;
   int64_t next_tick_ns_ = 0;
   std::optional<int64_t> idle_until_ns_;
@@ -109,9 +125,9 @@ class Engine {
 
 // Loads args.model (only its shape, for --load-format dummy) on the backend args.device
 // picks (auto: the GPU when one is present), with the model's own tokenizer, so text prompts,
-// text outputs and stop strings work. Fills the sizes the backend decided in args:
-// max_model_len and num_kv_blocks.
-EngineParts create_engine_parts(EngineArgs& args);
+// text outputs and stop strings work. The sizes the backend decided (context, KV blocks,
+// step capacity) are the runner's; the engine built from the parts reports them (limits()).
+EngineParts create_engine_parts(const EngineArgs& args);
 
 // create_engine_parts, with the baseline policies plus `optimizers`.
 Engine create_optimized_engine(EngineArgs args, std::vector<OptimizerSpec> optimizers = {});

@@ -130,6 +130,19 @@ void Scheduler::preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budge
   spdlog::debug("preempted sequence {} of request '{}' (recompute)", seq, r.request_id);
 }
 
+sampling::SampleRow Scheduler::sample_row(const Request& r) const {
+  sampling::SampleRow row;
+  row.params = r.params;
+  row.seed = r.seed;
+  row.output_index = r.num_output_tokens();
+  row.suppressed_ids = sampling::suppressed_ids(*r.params, r.num_output_tokens(), config_.eos_token_ids);
+  if (sampling::has_penalties(*r.params)) {
+    row.prompt_ids.assign(r.token_ids.begin(), r.token_ids.begin() + r.num_prompt_tokens);
+    row.output_ids.assign(r.token_ids.begin() + r.num_prompt_tokens, r.token_ids.end());
+  }
+  return row;
+}
+
 StepPlan Scheduler::schedule() {
   schedule_start_ns_ = clock_.now_ns();
   StepPlan plan;
@@ -185,6 +198,7 @@ StepPlan Scheduler::schedule() {
     auto blocks = kv_.block_ids(p.seq);
     s.block_ids.assign(blocks.begin(), blocks.end());
     s.want_logits = s.start_pos + p.num_new == r.num_tokens();
+    if (s.want_logits) s.sample = sample_row(r);
     plan.num_tokens += p.num_new;
     plan.seqs.push_back(std::move(s));
   }

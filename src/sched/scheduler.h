@@ -23,6 +23,7 @@
 #include "kv/kv_cache_manager.h"
 #include "optim/api/policy_set.h"
 #include "sched/scheduler_config.h"
+#include "sched/scheduler_snapshot.h"
 #include "sched/step_plan.h"
 #include "sched/stop_checker.h"
 
@@ -70,6 +71,7 @@ class Scheduler {
   const kv::KvCacheManager& kv() const { return kv_; }
   const SchedulerStats& stats() const { return stats_; }
   optim::MetricsView metrics() const;
+  SchedulerSnapshot snapshot() const;
 
  private:
   struct Group {
@@ -90,6 +92,7 @@ class Scheduler {
   void admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan);
   void release(Request& r, FinishReason reason);
   RequestOutput make_output(const Request& r) const;
+  sampling::SampleRow sample_row(const Request& r) const;
 
   SchedulerConfig config_;
   optim::PolicySet policies_;

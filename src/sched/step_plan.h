@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sampling/sample_row.h"
 #include "sched/request.h"
 
 namespace optimate::sched {
@@ -15,6 +16,7 @@ struct ScheduledSeq {
   int64_t start_pos = 0;           // position of token_ids[0]
   std::vector<int32_t> block_ids;  // block table covering [0, start_pos + token_ids.size())
   bool want_logits = false;        // the chunk reaches the sequence's end: sample a token
+  sampling::SampleRow sample;      // how to draw that token (set when want_logits)
 };
 
 struct StepPlan {

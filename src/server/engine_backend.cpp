@@ -110,11 +110,11 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   info_.id = options_.served_model_name.empty()
                  ? std::filesystem::path(engine.config().model).filename().string()
                  : options_.served_model_name;
-  info_.max_model_len = engine.scheduler().config().max_model_len;
+  info_.max_model_len = engine.limits().max_model_len;
   info_.vocab_size = engine.runner().config().vocab_size;
   info_.created = unix_seconds();
   specs_ = engine.config().optimizers;
-  last_stats_ = engine_stats(engine);
+  last_stats_ = engine.stats();
   if (metrics_) on_stats(last_stats_);
   engine_ = std::make_unique<AsyncEngine>(std::move(engine));
   engine_->set_stats_listener([this](const EngineStats& s) { on_stats(s); });

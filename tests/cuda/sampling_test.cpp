@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/sampler.h"
+#include "sampling/sampler.h"
 #include "backend/cuda/sampling.h"
-#include "backend/sampling_rng.h"
+#include "sampling/rng.h"
 #include "core/error.h"
 #include "test_util.h"
 
@@ -63,7 +63,7 @@ TEST_P(SamplingVsCpu, SameSeedSameTokenAsCpuSampler) {
   constexpr int64_t kSeedsPerRow = 12;
   constexpr int64_t kRows = kLogitRows * kSeedsPerRow;
   UnfusedSampler unfused(kRows, vocab);
-  cpu::Sampler cpu_sampler(vocab);
+  sampling::Sampler cpu_sampler(vocab);
   int64_t draws = 0, boundary_mismatches = 0;
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
@@ -87,7 +87,7 @@ TEST_P(SamplingVsCpu, SameSeedSameTokenAsCpuSampler) {
 
     std::vector<float> probs;
     for (int64_t r = 0; r < kRows; ++r) {
-      cpu::SampleInput in;
+      sampling::SampleInput in;
       in.logits = std::span<const float>(logits.data() + r * vocab, vocab);
       in.params = &c.params;
       in.seed = rows[r].seed;

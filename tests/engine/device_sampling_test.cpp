@@ -4,7 +4,7 @@
 // (logprobs, penalties, below min_tokens) must go through forward and the host sampler.
 #include <gtest/gtest.h>
 
-#include "backend/cpu/sampler.h"
+#include "sampling/sampler.h"
 #include "engine/engine_test_util.h"
 
 namespace optimate::testing {
@@ -27,7 +27,7 @@ class DeviceSamplingRunner final : public ModelRunner {
     inner_->forward(batch, logits);
     token_ids.clear();
     for (size_t i = 0; i < rows.size(); ++i) {
-      cpu::SampleInput in;
+      sampling::SampleInput in;
       in.logits = std::span<const float>(logits).subspan(i * FakeModelRunner::kVocab, FakeModelRunner::kVocab);
       in.params = rows[i].params;
       in.seed = rows[i].seed;
@@ -41,7 +41,7 @@ class DeviceSamplingRunner final : public ModelRunner {
 
  private:
   std::unique_ptr<FakeModelRunner> inner_;
-  cpu::Sampler sampler_;
+  sampling::Sampler sampler_;
 };
 
 struct RunOutcome {

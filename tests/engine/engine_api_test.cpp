@@ -166,6 +166,45 @@ TEST(EngineApi, LowerFirstPrioritiesAreConvertedOnArrival) {
   EXPECT_EQ(finished, (std::vector<std::string>{"busy", "ordinary", "background"}));
 }
 
+TEST(EngineApi, LimitsStopAtWhatTheRunnerAllocated) {
+  auto make = [](int64_t max_num_seqs) {
+    EngineConfig c;
+    c.max_num_seqs = max_num_seqs;
+    c.max_num_batched_tokens = 64;
+    c.max_model_len = 128;
+    c.block_size = 4;
+    auto runner = std::make_unique<FakeModelRunner>(64, 4);
+    runner->set_capacity({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 256});
+    EngineParts parts;
+    parts.runner = std::move(runner);
+    parts.codec = std::make_shared<FakeCodec>();
+    parts.clock = std::make_shared<FakeClock>();
+    return Engine(c, std::move(parts));
+  };
+  EXPECT_THROW(make(16), Error);  // more sequences than the runner's buffers hold
+  Engine engine = make(8);
+  EXPECT_EQ(engine.limits().max_num_seqs, 8);
+  EXPECT_EQ(engine.limits().max_model_len, 128);
+  engine.set_limits(4, 32);
+  EXPECT_EQ(engine.limits().max_num_seqs, 4);
+  EXPECT_EQ(engine.limits().max_num_batched_tokens, 32);
+  try {
+    engine.set_limits(9, 32);
+    FAIL() << "a limit past the runner's allocation was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("max-num-seqs 9"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(engine.set_limits(4, 65), Error);
+  EXPECT_THROW(engine.set_limits(0, 32), Error);
+  // Nothing changed, and the engine still runs.
+  EXPECT_EQ(engine.limits().max_num_seqs, 4);
+  EXPECT_EQ(engine.limits().max_num_batched_tokens, 32);
+  engine.add_request("a", std::vector<int32_t>{3, 4, 5}, greedy(3));
+  const Results r = run_to_completion(engine);
+  EXPECT_EQ(r.at({"a", 0}).tokens.size(), 3u);
+}
+
 TEST(EngineApi, UnknownOptimizerIsAnError) {
   FakeEngineOptions o;
   o.optimizers = {OptimizerSpec{"no-such-optimizer", {}}};

@@ -42,6 +42,9 @@ class FakeModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return shape_; }
+  StepCapacity capacity() const override { return capacity_; }
+  // A runner that allocated for at most this much per step (as the CUDA runner does).
+  void set_capacity(StepCapacity capacity) { capacity_ = capacity; }
   int64_t num_forward_tokens() const { return num_forward_tokens_; }
 
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
@@ -77,6 +80,7 @@ class FakeModelRunner final : public ModelRunner {
 
   ModelConfig config_;
   KvCacheShape shape_;
+  StepCapacity capacity_;
   std::vector<uint64_t> kv_;
   int64_t num_forward_tokens_ = 0;
 };

@@ -188,7 +188,9 @@ CudaModelRunner::~CudaModelRunner() {
 const ModelConfig& CudaModelRunner::config() const { return state_->config; }
 const KvCacheShape& CudaModelRunner::kv_shape() const { return state_->kv_shape; }
 const MemoryPlan& CudaModelRunner::memory_plan() const { return state_->plan; }
-int64_t CudaModelRunner::max_model_len() const { return state_->limits.max_model_len; }
+StepCapacity CudaModelRunner::capacity() const {
+  return {state_->limits.max_num_seqs, state_->limits.max_num_tokens, state_->limits.max_model_len};
+}
 int64_t CudaModelRunner::weight_bytes() const { return static_cast<int64_t>(state_->weights.bytes()); }
 void CudaModelRunner::set_cuda_graphs(bool enabled) { state_->options.cuda_graphs = enabled; }
 void CudaModelRunner::set_stage_timing(bool enabled) { state_->timer.set_enabled(enabled); }

@@ -75,7 +75,7 @@ class CudaModelRunner final : public ModelRunner {
   std::vector<std::pair<std::string, double>> take_stage_times(int64_t* num_steps = nullptr);
 
   const MemoryPlan& memory_plan() const;
-  int64_t max_model_len() const;
+  StepCapacity capacity() const override;
   int64_t weight_bytes() const override;
 
   struct State;  // device buffers and plans; defined in runner_state.h

@@ -1,6 +1,6 @@
 // Token sampling on the GPU: greedy argmax, and temperature / top-k / top-p / min-p drawn with
-// the CPU sampler's counter-based random numbers (backend/sampling_rng.h), so a seeded request
-// gets the same token from either backend for the same logits (backend/cpu/sampler.h is the
+// the host sampler's counter-based random numbers (sampling/rng.h), so a seeded request
+// gets the same token from either backend for the same logits (sampling/sampler.h is the
 // specification; rounding can move a top-p cut or a draw only when they fall within float
 // rounding of a boundary).
 //

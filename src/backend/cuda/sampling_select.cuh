@@ -15,7 +15,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "backend/cuda/sampling.h"
-#include "backend/sampling_rng.h"
+#include "sampling/rng.h"
 
 namespace optimate::cuda::sampling_detail {
 

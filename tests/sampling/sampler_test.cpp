@@ -1,6 +1,6 @@
 // The CPU sampler: seeded draws independent of the batch, truncation rules and penalties as
 // Hugging Face's logits processors define them (fixture from tests/scripts/make_sampling_fixtures.py).
-#include "backend/cpu/sampler.h"
+#include "sampling/sampler.h"
 
 #include <cmath>
 #include <fstream>
@@ -9,10 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "backend/sampling_rng.h"
+#include "sampling/rng.h"
 #include "core/error.h"
 
-namespace optimate::cpu {
+namespace optimate::sampling {
 namespace {
 
 std::vector<float> log_probs(std::vector<double> p) {
@@ -253,4 +253,4 @@ TEST(Sampler, MatchesHuggingFaceLogitsProcessors) {
 }
 
 }  // namespace
-}  // namespace optimate::cpu
+}  // namespace optimate::sampling

@@ -1,4 +1,4 @@
-// Token sampling on the CPU, and the specification the GPU sampling kernel reproduces.
+// Token sampling on the host, and the specification the GPU sampling kernel reproduces.
 //
 // For one row (one request's logits l[V], fp32), in this order:
 //  1. Penalties, in place on l:
@@ -18,7 +18,7 @@
 //     min-p (mp > 0): keep iff z >= m + ln(mp), i.e. prob >= mp * max prob (invariant to the
 //        renormalization by top-k/top-p, so its place in the order does not matter).
 //     Draw: w_j = exp(z_j - m) for j in S; W = sum of w in ascending id order (fp32);
-//     u = sampling_uniform(seed, output_index) (backend/sampling_rng.h); the token is the
+//     u = sampling_uniform(seed, output_index) (sampling/rng.h); the token is the
 //     smallest kept id whose running fp32 sum of w in ascending id order exceeds u * W (if
 //     rounding leaves none, the largest kept id with w > 0). One uniform per token, a function
 //     of (seed, i) only: the same seed gives the same tokens alone or in any batch.
@@ -33,7 +33,7 @@
 
 #include "core/sampling_params.h"
 
-namespace optimate::cpu {
+namespace optimate::sampling {
 
 struct SampleInput {
   std::span<const float> logits;  // (vocab)
@@ -88,4 +88,4 @@ class Sampler {
   std::vector<uint8_t> seen_;   // (vocab) flags, all zero between rows
 };
 
-}  // namespace optimate::cpu
+}  // namespace optimate::sampling

@@ -1,4 +1,4 @@
-#include "backend/cpu/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <numeric>
 #include <random>
 
-#include "backend/sampling_rng.h"
+#include "sampling/rng.h"
 #include "core/error.h"
 
-namespace optimate::cpu {
+namespace optimate::sampling {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -197,4 +197,4 @@ void Sampler::distribution(const SampleInput& in, std::vector<float>& probs) {
   for (int32_t id : kept_) probs[id] /= total;
 }
 
-}  // namespace optimate::cpu
+}  // namespace optimate::sampling

@@ -1,0 +1,23 @@
+#include "sampling/sample_row.h"
+
+namespace optimate::sampling {
+
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+std::vector<int32_t> suppressed_ids(const SamplingParams& p, int64_t num_output_tokens,
+                                    std::span<const int64_t> eos_token_ids) {
+  std::vector<int32_t> out;
+  if (num_output_tokens >= p.min_tokens) return out;
+  if (!p.ignore_eos)
+    for (int64_t id : eos_token_ids) out.push_back(static_cast<int32_t>(id));
+  for (int64_t id : p.stop_token_ids) out.push_back(static_cast<int32_t>(id));
+  return out;
+}
+
+bool needs_host_sampling(const SampleRow& row) {
+  return row.params->logprobs.has_value() || has_penalties(*row.params) || !row.suppressed_ids.empty();
+}
+
+}  // namespace optimate::sampling

@@ -1,0 +1,24 @@
+#include "sched/scheduler.h"
+
+namespace optimate::sched {
+
+SchedulerSnapshot Scheduler::snapshot() const {
+  const kv::BlockPool& pool = kv_.pool();
+  SchedulerSnapshot out;
+  out.num_running = num_running();
+  out.num_waiting = num_waiting();
+  for (SeqId seq : waiting_) ++out.num_waiting_by_priority[requests_.at(seq)->priority];
+  out.kv_total_blocks = pool.num_blocks();
+  out.kv_used_blocks = pool.num_blocks() - pool.num_free_blocks();
+  for (int32_t id = 0; id < pool.num_blocks(); ++id)
+    if (!pool.is_free(id)) ++out.kv_blocks_by_precision[kv::kv_precision_name(pool.precision(id))];
+  out.num_steps = stats_.num_steps;
+  out.num_preemptions = stats_.num_preemptions;
+  out.num_prompt_tokens = stats_.num_prompt_tokens_computed;
+  out.num_generation_tokens = stats_.num_generated_tokens;
+  out.prefix_cache_queries = pool.counters().prefix_queries_tokens;
+  out.prefix_cache_hits = pool.counters().prefix_hits_tokens;
+  return out;
+}
+
+}  // namespace optimate::sched
