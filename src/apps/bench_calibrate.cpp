@@ -59,11 +59,12 @@ void run_calibration(const CalibrateArgs& a) {
                         (mc.tie_word_embeddings ? 0.0 : double(mc.vocab_size) * double(mc.hidden_size));
   const double weight_bytes = static_cast<double>(built.observer->weight_bytes());
   o.weight_bits = 8.0 * weight_bytes / params;
-  o.kv_bytes_per_element = static_cast<double>(built.engine->runner().kv_shape().element_bits) / 8.0;
+  const kv::KvLayout& kv_layout = built.engine->runner().kv_shape().layout;
+  o.kv_bytes_per_element = static_cast<double>(kv::kv_precision_bits(kv_layout.base)) / 8.0;
   o.storage_note = fmt::format(
       "the {} backend holds {:.1f} MB of weights for {:.1f} M matrix and embedding parameters ({:.2f} bits "
       "each) and keeps its KV cache in {}-bit values",
-      built.device, weight_bytes / 1e6, params / 1e6, o.weight_bits, built.engine->runner().kv_shape().element_bits);
+      built.device, weight_bytes / 1e6, params / 1e6, o.weight_bits, kv::kv_precision_bits(kv_layout.base));
   if (built.device == "cuda") {
     // No independent probe on the GPU: the peaks are the best rates the backend reaches.
     o.device = built.target;

@@ -1,10 +1,11 @@
 // The boundary between the engine and a compute backend: run one forward step over a batch of
 // sequence slices whose KV lives in a paged cache, and return logits for the rows asked for.
 //
-// KV layout (identical on every backend): per layer, K and V are
-//   [num_blocks, num_kv_heads, block_size, head_dim]
-// and a sequence's token at position p lives in block block_table[p / block_size], slot
-// p % block_size. Block ids come from kv/BlockPool; the runner owns the storage.
+// KV layout (identical on every backend): per layer, a K arena and a V arena of
+// num_blocks slots of layout.slot_bytes each (kv/kv_layout.h). A sequence's token at position
+// p lives in the block of block-table entry block_table[p / block_size], at row p % block_size;
+// the entry gives the block's first slot and its precision, and kv/kv_format.h the bytes of
+// each precision. Entries come from kv/BlockPool; the runner owns the storage.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,25 @@
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "kv/kv_layout.h"
 #include "model/model_config.h"
 
 namespace optimate {
 
 struct KvCacheShape {
   int64_t num_layers = 0;
-  int64_t num_blocks = 0;
+  int64_t num_blocks = 0;  // slots per arena (a block takes layout.slots_for(precision) of them)
   int64_t block_size = 16;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t element_bits = 32;  // storage of one K or V value: 32 (fp32) or 16 (bf16)
+  kv::KvLayout layout;     // slot size, the runner's full precision, what else it holds
+};
+
+// Turns a full-precision block into a quantized one in place: the block keeps its first slot,
+// so only the entry's precision code changes (kv/kv_format.h).
+struct RequantizeOp {
+  int32_t from_entry = 0;  // a full-precision block
+  int32_t to_entry = 0;    // the same slot at a quantized precision
 };
 
 // What a runner allocated for one step. The scheduler's limits may move at run time up to
@@ -38,8 +47,11 @@ struct StepCapacity {
 struct SeqSlice {
   std::span<const int32_t> token_ids;   // tokens to run this step
   int64_t start_pos = 0;                // position of token_ids[0]
-  std::span<const int32_t> block_table; // covers positions [0, start_pos + token_ids.size())
+  std::span<const int32_t> block_table; // entries covering positions [0, start_pos + token_ids.size())
   bool want_logits = true;              // logits of the slice's last token
+  // Logits of every token of the slice instead (prompt logprobs, perplexity): token_ids.size()
+  // rows, in order; the last is the one sampled from. Implies want_logits.
+  bool all_logits = false;
 };
 
 struct ForwardBatch {
@@ -58,12 +70,16 @@ class ModelRunner {
   virtual ~ModelRunner() = default;
   virtual const ModelConfig& config() const = 0;
   virtual const KvCacheShape& kv_shape() const = 0;
-  // Runs the batch, writes K/V of every token into the cache, and fills `logits` with one row
-  // of config().vocab_size floats per slice with want_logits, in slice order.
+  // Runs the batch, writes K/V of every token into the cache, and fills `logits` with
+  // config().vocab_size floats per row: one row per slice with want_logits (token_ids.size()
+  // rows for one with all_logits), in slice order.
   virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+  // Requantizes blocks in place before the next forward (the kv_quant optimizer). Runners whose
+  // layout holds only one precision (kv_shape().layout.dynamic() false) never get ops.
+  virtual void requantize(std::span<const RequantizeOp> ops) = 0;
   // Backends that sample on the device run the batch and draw one token per logits row (rows
   // in slice order, one spec each), so no logits cross to the host. The engine calls it only
-  // for rows without penalties, suppressed ids or logprobs. False, having run nothing, when
+  // for rows without penalties, suppressed ids or logprobs, and never with all_logits slices. False, having run nothing, when
   // the backend cannot; the engine then calls forward and samples on the host.
   virtual bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
                               std::vector<int32_t>& token_ids) {

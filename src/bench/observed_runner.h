@@ -39,6 +39,7 @@ class ObservedRunner final : public ModelRunner {
   }
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   StepCapacity capacity() const override { return inner_->capacity(); }
+  void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
   const ForwardObservation& last() const { return last_; }
 
  private:

@@ -17,10 +17,14 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_ = p.model;
   config_.vocab_size = logits_vocab_size;
   config_.eos_token_ids.clear();
+  // The profile's bytes per element name the cache's precision: 4 f32, 2 bf16, 1 int8.
+  const kv::KvPrecision full = p.kv_bytes_per_element >= 4 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
+  const kv::KvPrecision base = p.kv_bytes_per_element < 2 ? kv::KvPrecision::kInt8 : full;
   kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
                .head_dim = p.model.head_dim,
-               .element_bits = static_cast<int64_t>(std::llround(p.kv_bytes_per_element * 8))};
+               .layout = kv::plan_kv_layout(full, base, std::nullopt, p.model.num_kv_heads,
+                                            p.block_size, p.model.head_dim)};
 }
 
 size_t SimModelRunner::run(const ForwardBatch& batch) {

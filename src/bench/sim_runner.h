@@ -23,6 +23,8 @@ class SimModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
+  // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it).
+  void requantize(std::span<const RequantizeOp>) override {}
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   // Greedy rows draw token 0 (the argmax of an all-zero row) without building the logits, as
   // a GPU backend samples on the device; a step with any other row returns false and goes

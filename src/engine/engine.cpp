@@ -25,15 +25,11 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   if (c.num_kv_blocks != 0 && c.num_kv_blocks != shape.num_blocks)
     fail(ErrorCode::kInvalidArgument, "num-kv-blocks {} differs from the runner's KV cache ({})",
          c.num_kv_blocks, shape.num_blocks);
-  // The cache stores what the runner stores; other tags come with KV quantization.
-  if (shape.element_bits != 32 && shape.element_bits != 16)
-    fail(ErrorCode::kUnsupported, "the runner's KV cache stores {}-bit values (32 or 16 supported)",
-         shape.element_bits);
-  const kv::KvPrecision stored = shape.element_bits == 32 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
-  const kv::KvPrecision precision = kv::parse_kv_precision(c.kv_cache_dtype, stored);
-  if (precision != stored)
-    fail(ErrorCode::kUnsupported, "kv-cache-dtype {} is not supported by this backend ({} only)",
-         c.kv_cache_dtype, kv::kv_precision_name(stored));
+  // The runner's cache was laid out for the setting; a hand-built engine must agree with it.
+  const kv::KvPrecision precision = kv::parse_kv_precision(c.kv_cache_dtype, shape.layout.full);
+  if (precision != shape.layout.base)
+    fail(ErrorCode::kInvalidArgument, "kv-cache-dtype {} differs from the runner's KV cache ({})",
+         c.kv_cache_dtype, kv::kv_precision_name(shape.layout.base));
   const StepCapacity capacity = runner.capacity();
   if (c.max_num_seqs > capacity.max_num_seqs || c.max_num_batched_tokens > capacity.max_num_batched_tokens)
     fail(ErrorCode::kInvalidArgument,

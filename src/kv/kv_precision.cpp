@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kv/kv_format.h"
 
 namespace optimate::kv {
 
@@ -10,6 +11,7 @@ const char* kv_precision_name(KvPrecision precision) {
   switch (precision) {
     case KvPrecision::kF32: return "f32";
     case KvPrecision::kBF16: return "bf16";
+    case KvPrecision::kFP8: return "fp8";
     case KvPrecision::kInt8: return "int8";
     case KvPrecision::kInt4: return "int4";
   }
@@ -20,16 +22,18 @@ KvPrecision parse_kv_precision(std::string_view name, KvPrecision model_default)
   if (name == "auto") return model_default;
   if (name == "f32" || name == "float32" || name == "fp32" || name == "float") return KvPrecision::kF32;
   if (name == "bf16" || name == "bfloat16") return KvPrecision::kBF16;
+  if (name == "fp8" || name == "fp8_e4m3") return KvPrecision::kFP8;
   if (name == "int8") return KvPrecision::kInt8;
   if (name == "int4") return KvPrecision::kInt4;
   fail(ErrorCode::kInvalidArgument,
-       "kv-cache-dtype must be one of auto, f32, bf16, int8, int4; got '{}'", std::string(name));
+       "kv-cache-dtype must be one of auto, f32, bf16, fp8, int8, int4; got '{}'", std::string(name));
 }
 
 int64_t kv_precision_bits(KvPrecision precision) {
   switch (precision) {
     case KvPrecision::kF32: return 32;
     case KvPrecision::kBF16: return 16;
+    case KvPrecision::kFP8: return 8;
     case KvPrecision::kInt8: return 8;
     case KvPrecision::kInt4: return 4;
   }
@@ -41,10 +45,9 @@ int64_t num_blocks_for_memory(int64_t bytes, int64_t num_layers, int64_t num_kv_
   if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0 || block_size <= 0)
     fail(ErrorCode::kInvalidArgument, "KV cache shape must be positive (layers {}, kv heads {}, "
          "head dim {}, block size {})", num_layers, num_kv_heads, head_dim, block_size);
-  // K and V, every layer, every head; bits to bytes rounded up per block.
-  const int64_t bits = 2 * num_layers * num_kv_heads * head_dim * block_size *
-                       kv_precision_bits(precision);
-  const int64_t bytes_per_block = (bits + 7) / 8;
+  // K and V, every layer, scales included.
+  const int64_t bytes_per_block =
+      2 * num_layers * BlockLayout(precision, num_kv_heads, block_size, head_dim).total_bytes;
   const int64_t num_blocks = bytes / bytes_per_block;
   if (num_blocks < 1)
     fail(ErrorCode::kInvalidArgument,

@@ -1,6 +1,5 @@
-// Precision of the K/V values stored in one cache block. Every block carries a tag from the
-// start so that mixed-precision caches (some blocks int8/int4 with scales) need no redesign;
-// today only the full-precision tags are produced.
+// Precision of the K/V values stored in one cache block. Every block carries a tag, so one
+// cache can mix precisions block by block (kv/kv_format.h has the byte layout of each).
 #pragma once
 
 #include <cstdint>
@@ -8,24 +7,27 @@
 
 namespace optimate::kv {
 
-enum class KvPrecision : uint8_t { kF32, kBF16, kInt8, kInt4 };
+enum class KvPrecision : uint8_t { kF32, kBF16, kFP8, kInt8, kInt4 };
 
 const char* kv_precision_name(KvPrecision precision);
 
-// Accepts vLLM's --kv-cache-dtype names ("auto" resolves to `model_default`) and our own
-// ("f32"/"float32", "bf16"/"bfloat16", "int8", "int4"). Throws Error(kInvalidArgument).
+// Accepts vLLM's --kv-cache-dtype names ("auto" resolves to `model_default`, "fp8" and
+// "fp8_e4m3" are e4m3) and our own ("f32"/"float32", "bf16"/"bfloat16", "int8", "int4").
+// Throws Error(kInvalidArgument).
 KvPrecision parse_kv_precision(std::string_view name, KvPrecision model_default);
 
-// Storage per element, in bits (int4 packs two per byte).
+// Storage per element, in bits (int4 packs two per byte), scales not counted.
 int64_t kv_precision_bits(KvPrecision precision);
 
-// Full precision is what the backends store today; quantized tags come with KV quantization.
+// f32 and bf16 are full precision (a runner stores one of them natively); fp8, int8 and int4
+// are quantized with per-row scales.
 inline bool is_full_precision(KvPrecision p) {
   return p == KvPrecision::kF32 || p == KvPrecision::kBF16;
 }
 
 // Blocks that fit in `bytes` of KV memory: one block holds K and V of `block_size` tokens for
-// every layer and KV head. Throws Error(kInvalidArgument) when not even one block fits.
+// every layer and KV head, scales included (kv_format.h). Throws Error(kInvalidArgument) when
+// not even one block fits.
 int64_t num_blocks_for_memory(int64_t bytes, int64_t num_layers, int64_t num_kv_heads,
                               int64_t head_dim, int64_t block_size, KvPrecision precision);
 

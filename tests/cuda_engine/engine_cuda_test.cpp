@@ -85,6 +85,7 @@ class CountingRunner final : public ModelRunner {
       : inner_(std::move(inner)), device_steps_(device_steps) {}
   const ModelConfig& config() const override { return inner_->config(); }
   const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override { inner_->forward(batch, logits); }
   bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
                       std::vector<int32_t>& token_ids) override {

@@ -57,6 +57,7 @@ class GatedRunner final : public ModelRunner {
   GatedRunner() : inner_(256, 4) {}
   const ModelConfig& config() const override { return inner_.config(); }
   const KvCacheShape& kv_shape() const override { return inner_.kv_shape(); }
+  void requantize(std::span<const RequantizeOp> ops) override { inner_.requantize(ops); }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
     std::unique_lock lock(mu_);
     if (++calls_ == 2) cv_.wait(lock, [&] { return open_; });

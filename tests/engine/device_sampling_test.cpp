@@ -16,6 +16,7 @@ class DeviceSamplingRunner final : public ModelRunner {
       : inner_(std::move(inner)), sampler_(FakeModelRunner::kVocab) {}
   const ModelConfig& config() const override { return inner_->config(); }
   const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
     ++host_steps;
     inner_->forward(batch, logits);

@@ -43,6 +43,9 @@ class FakeModelRunner final : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return shape_; }
   StepCapacity capacity() const override { return capacity_; }
+  void requantize(std::span<const RequantizeOp> ops) override {
+    OPTIMATE_CHECK(ops.empty(), "the fake runner holds one precision");
+  }
   // A runner that allocated for at most this much per step (as the CUDA runner does).
   void set_capacity(StepCapacity capacity) { capacity_ = capacity; }
   int64_t num_forward_tokens() const { return num_forward_tokens_; }

@@ -81,7 +81,8 @@ TEST(KvSizing, BlocksForMemory) {
   // SmolLM2-135M: 30 layers, 3 KV heads, head dim 64, fp32, 16-token blocks = 737,280 B/block.
   EXPECT_EQ(num_blocks_for_memory(int64_t{1} << 30, 30, 3, 64, 16, KvPrecision::kF32), 1456);
   EXPECT_THROW(num_blocks_for_memory(1000, 30, 3, 64, 16, KvPrecision::kF32), Error);
-  EXPECT_THROW(parse_kv_precision("fp8", KvPrecision::kF32), Error);
+  EXPECT_EQ(parse_kv_precision("fp8", KvPrecision::kF32), KvPrecision::kFP8);
+  EXPECT_THROW(parse_kv_precision("fp6", KvPrecision::kF32), Error);
   EXPECT_EQ(parse_kv_precision("auto", KvPrecision::kBF16), KvPrecision::kBF16);
 }
 

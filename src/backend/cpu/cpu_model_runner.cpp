@@ -36,7 +36,9 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                .num_blocks = options.num_kv_blocks,
                .block_size = options.block_size,
                .num_kv_heads = config_.num_kv_heads,
-               .head_dim = config_.head_dim};
+               .head_dim = config_.head_dim,
+               .layout = kv::plan_kv_layout(kv::KvPrecision::kF32, kv::KvPrecision::kF32, std::nullopt,
+                                            config_.num_kv_heads, options.block_size, config_.head_dim)};
   attn_dims_ = {.num_heads = config_.num_heads,
                 .num_kv_heads = config_.num_kv_heads,
                 .head_dim = config_.head_dim,
@@ -52,6 +54,12 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                                                  options.block_size * config_.head_dim);
   k_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
   v_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
+}
+
+void CpuModelRunner::requantize(std::span<const RequantizeOp> ops) {
+  if (!ops.empty())
+    fail(ErrorCode::kUnsupported, "the CPU runner's KV cache holds one precision; requantizing {} "
+         "blocks is not built yet", ops.size());
 }
 
 int64_t CpuModelRunner::kv_bytes_per_token() const {

@@ -34,6 +34,7 @@ class CpuModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
+  void requantize(std::span<const RequantizeOp> ops) override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
 
   int num_threads() const { return num_threads_; }

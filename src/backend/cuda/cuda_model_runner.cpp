@@ -134,7 +134,9 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms);
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
-  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim, 16};
+  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim,
+                 kv::plan_kv_layout(kv::KvPrecision::kBF16, kv::KvPrecision::kBF16, std::nullopt,
+                                    c.num_kv_heads, options.block_size, c.head_dim)};
   st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * st.plan.num_kv_blocks * c.num_kv_heads *
                                          options.block_size * c.head_dim));
 
@@ -188,6 +190,12 @@ CudaModelRunner::~CudaModelRunner() {
 const ModelConfig& CudaModelRunner::config() const { return state_->config; }
 const KvCacheShape& CudaModelRunner::kv_shape() const { return state_->kv_shape; }
 const MemoryPlan& CudaModelRunner::memory_plan() const { return state_->plan; }
+void CudaModelRunner::requantize(std::span<const RequantizeOp> ops) {
+  if (!ops.empty())
+    fail(ErrorCode::kUnsupported, "the CUDA runner's KV cache holds one precision; requantizing {} "
+         "blocks is not built yet", ops.size());
+}
+
 StepCapacity CudaModelRunner::capacity() const {
   return {state_->limits.max_num_seqs, state_->limits.max_num_tokens, state_->limits.max_model_len};
 }

@@ -53,6 +53,7 @@ class CudaModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override;
   const KvCacheShape& kv_shape() const override;
+  void requantize(std::span<const RequantizeOp> ops) override;
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   // Samples on the GPU: greedy rows take the argmax the step computes anyway; a batch with any
   // other row goes through sample_rows_fused (sampling.h). Only token ids cross to the host.
