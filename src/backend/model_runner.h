@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "kv/kv_format.h"
 #include "kv/kv_layout.h"
 #include "model/model_config.h"
 
@@ -30,10 +31,7 @@ struct KvCacheShape {
 
 // Turns a full-precision block into a quantized one in place: the block keeps its first slot,
 // so only the entry's precision code changes (kv/kv_format.h).
-struct RequantizeOp {
-  int32_t from_entry = 0;  // a full-precision block
-  int32_t to_entry = 0;    // the same slot at a quantized precision
-};
+using RequantizeOp = kv::RequantizeOp;
 
 // What a runner allocated for one step. The scheduler's limits may move at run time up to
 // these and never past them: a step beyond them would fail.

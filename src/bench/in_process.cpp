@@ -92,11 +92,9 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
         last_forward_count = target.observer->last().count;
         const ForwardObservation& f = target.observer->last();
         const EngineStats m = engine.stats();
-        const double kv_usage = m.kv_total_blocks == 0 ? 0.0
-            : static_cast<double>(m.kv_used_blocks) / static_cast<double>(m.kv_total_blocks);
         run.steps.push_back({.t_s = after, .duration_s = f.duration_s, .batch_size = f.batch_size,
                              .num_tokens = f.num_tokens, .num_waiting = m.num_waiting,
-                             .num_running = m.num_running, .kv_usage = kv_usage});
+                             .num_running = m.num_running, .kv_usage = m.kv_usage});
         progressed = true;
       }
       for (const RequestOutput& o : outs) {

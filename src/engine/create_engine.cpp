@@ -6,8 +6,10 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "engine/tokenizer_codec.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_precision.h"
 #include "model/weights.h"
+#include "optim/kv_quant_policy.h"
 #if OPTIMATE_HAVE_CUDA
 #include "backend/cuda/cuda_model_runner.h"
 #endif
@@ -54,14 +56,24 @@ std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const Loade
   }
 }
 
+// The finest precision the kv_quant optimizer may use, when it is configured (enabled or not):
+// the cache is laid out for it at start.
+std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
+  for (const OptimizerSpec& spec : args.optimizers)
+    if (auto p = optim::kv_quant_layout_precision(spec)) return p;
+  return std::nullopt;
+}
+
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
+  options.block_size = args.block_size;
+  options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kF32);
+  options.kv_finest = kv_quant_precision(args);
   options.num_kv_blocks = args.num_kv_blocks != 0
       ? args.num_kv_blocks
-      : kv::num_blocks_for_memory(args.kv_cache_memory_bytes, mc.num_layers, mc.num_kv_heads,
-                                  mc.head_dim, args.block_size, kv::KvPrecision::kF32);
-  options.block_size = args.block_size;
+      : kv::num_slots_for_memory(args.kv_cache_memory_bytes, mc.num_layers,
+                                 cpu::CpuModelRunner::plan_layout(mc, options));
   options.num_threads = static_cast<int>(args.num_threads);
   return std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
 }

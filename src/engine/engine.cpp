@@ -47,7 +47,7 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.block_size = shape.block_size;
   s.num_kv_blocks = shape.num_blocks;
   s.enable_prefix_caching = c.enable_prefix_caching;
-  s.kv_precision = precision;
+  s.kv_layout = shape.layout;
   s.eos_token_ids = runner.config().eos_token_ids;
   return s;
 }
@@ -262,6 +262,7 @@ std::vector<RequestOutput> Engine::step() {
       idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
     return out;
   }
+  runner_->requantize(plan.requantize);
   ForwardBatch batch;
   batch.seqs.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)

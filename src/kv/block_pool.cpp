@@ -1,94 +1,216 @@
 #include "kv/block_pool.h"
 
 #include "core/error.h"
+#include "kv/kv_format.h"
 
 namespace optimate::kv {
+namespace {
+
+KvLayout static_f32_layout() {
+  KvLayout l;
+  l.full = KvPrecision::kF32;
+  l.base = KvPrecision::kF32;
+  return l;
+}
+
+}  // namespace
 
 BlockPool::BlockPool(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching)
-    : block_size_(block_size), prefix_caching_(enable_prefix_caching) {
-  if (num_blocks < 1 || num_blocks > INT32_MAX)
-    fail(ErrorCode::kInvalidArgument, "KV cache needs between 1 and 2^31 blocks, got {}",
-         num_blocks);
+    : BlockPool(static_f32_layout(), num_blocks, block_size, enable_prefix_caching) {}
+
+BlockPool::BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching)
+    : layout_(layout), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+  const int64_t ps = layout_.page_slots;
+  if (num_slots < ps || num_slots > kEntrySlotMask || num_slots % ps != 0)
+    fail(ErrorCode::kInvalidArgument, "KV cache needs a whole number of pages of {} slots, between 1 and "
+         "2^28 slots; got {}", ps, num_slots);
   if (block_size < 1 || block_size > 1024)
     fail(ErrorCode::kInvalidArgument, "block-size must be in [1, 1024], got {}", block_size);
-  blocks_.resize(static_cast<size_t>(num_blocks));
-  for (int32_t id = 0; id < static_cast<int32_t>(num_blocks); ++id) push_back_free(id);
+  slots_.resize(static_cast<size_t>(num_slots));
+  pages_.resize(static_cast<size_t>(num_slots / ps));
+  empty_pages_.resize(static_cast<int64_t>(pages_.size()));
+  for (int32_t p = 0; p < static_cast<int32_t>(pages_.size()); ++p) empty_pages_.push_back(p);
+  // Only blocks smaller than a page share pages; sizes 1 .. page_slots - 1.
+  partial_.resize(static_cast<size_t>(ps));
+  for (int64_t size = 1; size < ps; ++size) partial_[size].resize(num_slots);
+}
+
+const BlockPool::Slot& BlockPool::block(int32_t entry) const {
+  const int32_t slot = entry_slot(entry);
+  if (entry < 0 || slot >= num_slots() || slots_[slot].size == 0 ||
+      precision_code(slots_[slot].precision) != entry_code(entry))
+    fail(ErrorCode::kInternal, "KV entry {:#x} names no block of the pool", entry);
+  return slots_[slot];
+}
+
+BlockPool::Slot& BlockPool::block(int32_t entry) {
+  return const_cast<Slot&>(static_cast<const BlockPool&>(*this).block(entry));
+}
+
+int32_t BlockPool::entry_of(int32_t slot) const {
+  return make_entry(precision_code(slots_[slot].precision), slot);
+}
+
+IndexQueue& BlockPool::partial_free(int32_t size) {
+  OPTIMATE_CHECK(size > 0 && size < layout_.page_slots, "no partial queue for blocks of {} slots", size);
+  return partial_[static_cast<size_t>(size)];
+}
+
+int64_t BlockPool::num_free_blocks(std::optional<KvPrecision> precision) const {
+  const int64_t k = layout_.slots_for(precision.value_or(layout_.base));
+  const int64_t in_pages = empty_pages_.size() * (layout_.page_slots / k);
+  return k < layout_.page_slots ? in_pages + partial_[k].size() : in_pages;
 }
 
 double BlockPool::usage() const {
-  return 1.0 - static_cast<double>(num_free_) / static_cast<double>(blocks_.size());
+  return static_cast<double>(live_slots_) / static_cast<double>(num_slots());
 }
 
-void BlockPool::push_back_free(int32_t id) {
-  Block& b = blocks_[id];
-  b.prev = free_tail_;
-  b.next = kNone;
-  if (free_tail_ != kNone) blocks_[free_tail_].next = id; else free_head_ = id;
-  free_tail_ = id;
-  ++num_free_;
-}
-
-void BlockPool::unlink_free(int32_t id) {
-  Block& b = blocks_[id];
-  if (b.prev != kNone) blocks_[b.prev].next = b.next; else free_head_ = b.next;
-  if (b.next != kNone) blocks_[b.next].prev = b.prev; else free_tail_ = b.prev;
-  b.prev = b.next = kNone;
-  --num_free_;
-}
-
-void BlockPool::evict(int32_t id) {
-  Block& b = blocks_[id];
+void BlockPool::evict(int32_t slot) {
+  Slot& b = slots_[slot];
   if (!b.hash) return;
   auto it = cached_.find(*b.hash);
-  if (it != cached_.end() && it->second == id) cached_.erase(it);
+  if (it != cached_.end() && it->second == slot) cached_.erase(it);
   b.hash.reset();
   ++counters_.evictions;
 }
 
-std::vector<int32_t> BlockPool::allocate(int64_t count, KvPrecision precision) {
-  std::vector<int32_t> ids;
-  if (count <= 0 || count > num_free_) return ids;
-  ids.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    const int32_t id = free_head_;
-    unlink_free(id);
-    evict(id);
-    Block& b = blocks_[id];
-    b.ref_count = 1;
-    b.precision = precision;
-    ids.push_back(id);
-  }
-  return ids;
+void BlockPool::take(int32_t slot, KvPrecision precision) {
+  evict(slot);
+  Slot& b = slots_[slot];
+  b.ref_count = 1;
+  b.precision = precision;
+  pages_[page_of(slot)].live_slots += b.size;
+  live_slots_ += b.size;
+  ++live_blocks_[precision];
 }
 
-void BlockPool::touch(std::span<const int32_t> block_ids) {
-  for (int32_t id : block_ids) {
-    Block& b = blocks_.at(id);
-    if (b.ref_count == 0) unlink_free(id);
+int32_t BlockPool::take_empty_page(int32_t size, KvPrecision precision) {
+  const int32_t page = empty_pages_.front();
+  empty_pages_.remove(page);
+  const int32_t ps = static_cast<int32_t>(layout_.page_slots);
+  const int32_t first = page * ps;
+  for (int32_t s = first; s < first + ps; ++s) {
+    if (slots_[s].size > 0) evict(s);
+    slots_[s].size = 0;
+  }
+  pages_[page].block_slots = size;
+  // The rest of the page: free blocks with nothing cached, so they go first.
+  for (int32_t s = first + ps - size; s > first; s -= size) {
+    slots_[s].size = size;
+    slots_[s].ref_count = 0;
+    partial_free(size).push_front(s);
+  }
+  slots_[first].size = size;
+  take(first, precision);
+  return first;
+}
+
+std::vector<int32_t> BlockPool::allocate(int64_t count, KvPrecision precision) {
+  std::vector<int32_t> out;
+  if (count <= 0 || num_free_blocks(precision) < count) return out;
+  const int32_t size = static_cast<int32_t>(layout_.slots_for(precision));
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int32_t slot;
+    if (size < layout_.page_slots && !partial_free(size).empty()) {
+      slot = partial_free(size).front();
+      partial_free(size).remove(slot);
+      take(slot, precision);
+    } else {
+      slot = take_empty_page(size, precision);
+    }
+    out.push_back(entry_of(slot));
+  }
+  return out;
+}
+
+void BlockPool::touch(std::span<const int32_t> entries) {
+  for (int32_t e : entries) {
+    Slot& b = block(e);
+    const int32_t slot = entry_slot(e);
+    if (b.ref_count == 0) {
+      const int32_t page = page_of(slot);
+      if (pages_[page].live_slots == 0) {
+        // The page comes back to life: its other free blocks become partly-used-page blocks.
+        empty_pages_.remove(page);
+        const int32_t ps = static_cast<int32_t>(layout_.page_slots);
+        for (int32_t s = page * ps; s < (page + 1) * ps; ++s)
+          if (s != slot && slots_[s].size > 0 && slots_[s].size < ps) partial_free(slots_[s].size).push_back(s);
+      } else {
+        partial_free(b.size).remove(slot);
+      }
+      pages_[page].live_slots += b.size;
+      live_slots_ += b.size;
+      ++live_blocks_[b.precision];
+    }
     ++b.ref_count;
   }
 }
 
-void BlockPool::release(std::span<const int32_t> block_ids) {
-  for (int32_t id : block_ids) {
-    Block& b = blocks_.at(id);
-    OPTIMATE_CHECK(b.ref_count > 0, "block {} released more often than taken", id);
-    if (--b.ref_count == 0) push_back_free(id);
+void BlockPool::release(std::span<const int32_t> entries) {
+  for (int32_t e : entries) {
+    Slot& b = block(e);
+    OPTIMATE_CHECK(b.ref_count > 0, "KV block {:#x} released more often than taken", e);
+    if (--b.ref_count > 0) continue;
+    const int32_t slot = entry_slot(e);
+    const int32_t page = page_of(slot);
+    pages_[page].live_slots -= b.size;
+    live_slots_ -= b.size;
+    --live_blocks_[b.precision];
+    if (pages_[page].live_slots > 0) {
+      partial_free(b.size).push_back(slot);
+      continue;
+    }
+    // The page emptied: its free blocks leave the partial queue with it.
+    const int32_t ps = static_cast<int32_t>(layout_.page_slots);
+    for (int32_t s = page * ps; s < (page + 1) * ps; ++s)
+      if (slots_[s].size > 0 && slots_[s].size < ps) partial_free(slots_[s].size).remove(s);
+    empty_pages_.push_back(page);
   }
+}
+
+int32_t BlockPool::requantize(int32_t entry, KvPrecision precision) {
+  Slot& b = block(entry);
+  const int32_t slot = entry_slot(entry);
+  if (!layout_.dynamic() || is_full_precision(precision) || !layout_.holds(precision))
+    fail(ErrorCode::kInvalidArgument, "this KV cache cannot requantize to {}", kv_precision_name(precision));
+  if (b.ref_count != 1 || !is_full_precision(b.precision))
+    fail(ErrorCode::kInvalidArgument, "only a full-precision block held once is requantized (block {:#x}: "
+         "{} references, {})", entry, b.ref_count, kv_precision_name(b.precision));
+  const int32_t size = static_cast<int32_t>(layout_.slots_for(precision));
+  const int32_t page = page_of(slot);
+  const int32_t old_size = b.size;  // a full block fills its page
+  const int32_t freed = old_size - size;
+  --live_blocks_[b.precision];
+  ++live_blocks_[precision];
+  b.precision = precision;
+  b.size = size;
+  for (int32_t s = slot + old_size - size; s > slot; s -= size) {
+    slots_[s].size = size;
+    slots_[s].ref_count = 0;
+    slots_[s].hash.reset();
+    partial_free(size).push_front(s);
+  }
+  pages_[page].block_slots = size;
+  pages_[page].live_slots -= freed;
+  live_slots_ -= freed;
+  ++counters_.requantized_blocks;
+  return entry_of(slot);
 }
 
 std::optional<int32_t> BlockPool::cached_block(BlockHash hash) const {
   if (!prefix_caching_) return std::nullopt;
   auto it = cached_.find(hash);
   if (it == cached_.end()) return std::nullopt;
-  return it->second;
+  return entry_of(it->second);
 }
 
-void BlockPool::cache_block(int32_t block_id, BlockHash hash) {
+void BlockPool::cache_block(int32_t entry, BlockHash hash) {
   if (!prefix_caching_) return;
-  Block& b = blocks_.at(block_id);
+  Slot& b = block(entry);
   if (b.hash) return;
-  if (!cached_.emplace(hash, block_id).second) return;
+  if (!cached_.emplace(hash, entry_slot(entry)).second) return;
   b.hash = hash;
 }
 
@@ -98,7 +220,7 @@ void BlockPool::count_prefix_lookup(int64_t query_tokens, int64_t hit_tokens) {
 }
 
 void BlockPool::reset_prefix_cache() {
-  for (auto& b : blocks_) b.hash.reset();
+  for (auto& s : slots_) s.hash.reset();
   cached_.clear();
 }
 

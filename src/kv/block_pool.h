@@ -1,19 +1,30 @@
-// The pool of KV cache blocks: ids, reference counts, precision tags and the prefix cache.
+// The pool of KV cache blocks: which slots hold which block, reference counts, precisions and
+// the prefix cache, over the slots of a runner's KV arenas (kv/kv_layout.h).
 //
-// Free blocks sit in one queue ordered by when they were freed (vLLM v1's
-// FreeKVCacheBlockQueue): allocation takes from the front, so a freed block that still holds a
-// cached prefix survives as long as possible and the least recently used one is evicted first.
-// A cache hit on a free block takes it out of the queue again (touch). The pool only does
-// bookkeeping; the runner owns the storage that block ids index.
+// Blocks are named by block-table entries (kv/kv_format.h: the first slot and the precision).
+// A static cache has one slot per page and one block per slot. A dynamic cache has pages of
+// page_slots slots; a page holds blocks of one size at a time (one full-precision block, or 2
+// 8-bit ones, or 4 int4 ones), so a requantized block frees the rest of its page for blocks of
+// its new size.
+//
+// Free space sits in queues ordered by when it was freed (vLLM v1's FreeKVCacheBlockQueue):
+// whole empty pages, and free blocks in pages that still hold live ones. Allocation takes free
+// blocks of the right size in partly used pages first (keeping pages whole for full blocks),
+// then the least recently freed empty page, so a freed block that still holds a cached prefix
+// survives as long as possible. A cache hit on a free block takes it out of the queues again
+// (touch). The pool only does bookkeeping; the runner owns the storage.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_hash.h"
+#include "kv/index_queue.h"
+#include "kv/kv_layout.h"
 #include "kv/kv_precision.h"
 
 namespace optimate::kv {
@@ -22,37 +33,52 @@ struct BlockPoolCounters {
   int64_t prefix_queries_tokens = 0;  // tokens looked up in the prefix cache
   int64_t prefix_hits_tokens = 0;     // of those, tokens found cached (prefill skipped)
   int64_t evictions = 0;              // cached blocks reused for new content
+  int64_t requantized_blocks = 0;     // full-precision blocks turned quantized in place
 };
 
 class BlockPool {
  public:
+  // A static full-precision cache of `num_blocks` blocks (entries equal slot ids).
   BlockPool(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching);
+  // `num_slots` slots laid out as `layout` says (a multiple of its page_slots).
+  BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching);
 
-  int64_t num_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  const KvLayout& layout() const { return layout_; }
+  int64_t num_slots() const { return static_cast<int64_t>(slots_.size()); }
+  // Blocks of the base precision the cache holds when empty.
+  int64_t num_blocks() const { return num_slots() / layout_.slots_for(layout_.base); }
   int64_t block_size() const { return block_size_; }
   bool prefix_caching() const { return prefix_caching_; }
-  int64_t num_free_blocks() const { return num_free_; }
-  // Fraction of blocks held by a sequence (0..1), what vllm:kv_cache_usage_perc reports.
+  int64_t num_free_slots() const { return num_slots() - live_slots_; }
+  // Blocks of `precision` (default: the base) that allocate() could hand out now.
+  int64_t num_free_blocks(std::optional<KvPrecision> precision = std::nullopt) const;
+  // Fraction of slots held by a sequence (0..1), what vllm:kv_cache_usage_perc reports.
   double usage() const;
+  // Live blocks per precision.
+  const std::map<KvPrecision, int64_t>& live_blocks() const { return live_blocks_; }
 
-  // Takes `count` blocks (ref count 1) tagged `precision`; evicts their cached content.
-  // Returns an empty vector when fewer than `count` blocks are free: the caller preempts.
+  // Takes `count` blocks (ref count 1) of `precision`; evicts whatever cached content the
+  // space held. Returns an empty vector, changing nothing, when fewer than `count` fit.
   std::vector<int32_t> allocate(int64_t count, KvPrecision precision);
-  // Adds a reference to blocks found in the prefix cache; free ones leave the free queue.
-  void touch(std::span<const int32_t> block_ids);
-  // Drops one reference from each block; a block reaching zero joins the back of the free
-  // queue keeping its cached content. Pass blocks tail first so a sequence's last blocks are
-  // evicted before its first ones (a later request more likely shares the beginning).
-  void release(std::span<const int32_t> block_ids);
+  // Adds a reference to blocks found in the prefix cache; free ones leave the free queues.
+  void touch(std::span<const int32_t> entries);
+  // Drops one reference from each block; a block reaching zero becomes free, keeping its cached
+  // content. Pass blocks tail first so a sequence's last blocks are evicted before its first
+  // ones (a later request more likely shares the beginning).
+  void release(std::span<const int32_t> entries);
+  // Turns a full-precision block held once into a block of `precision` in place (same slot)
+  // and frees the rest of its page; returns the new entry. The runner rewrites the bytes
+  // (ModelRunner::requantize). Error(kInvalidArgument) for a shared, free or quantized block.
+  int32_t requantize(int32_t entry, KvPrecision precision);
 
   std::optional<int32_t> cached_block(BlockHash hash) const;
-  // Records that `block_id` holds the full block with `hash`; no-op when caching is off or
+  // Records that the block holds the full block with `hash`; no-op when caching is off or
   // another block already holds that content.
-  void cache_block(int32_t block_id, BlockHash hash);
+  void cache_block(int32_t entry, BlockHash hash);
 
-  int32_t ref_count(int32_t block_id) const { return blocks_.at(block_id).ref_count; }
-  KvPrecision precision(int32_t block_id) const { return blocks_.at(block_id).precision; }
-  bool is_free(int32_t block_id) const { return blocks_.at(block_id).ref_count == 0; }
+  int32_t ref_count(int32_t entry) const { return block(entry).ref_count; }
+  KvPrecision precision(int32_t entry) const { return block(entry).precision; }
+  bool is_free(int32_t entry) const { return block(entry).ref_count == 0; }
 
   void count_prefix_lookup(int64_t query_tokens, int64_t hit_tokens);
   const BlockPoolCounters& counters() const { return counters_; }
@@ -60,26 +86,38 @@ class BlockPool {
   void reset_prefix_cache();
 
  private:
-  static constexpr int32_t kNone = -1;
-  struct Block {
+  struct Slot {  // meaningful at a block's first slot
     int32_t ref_count = 0;
+    int32_t size = 0;  // slots of the block starting here; 0: not a block start
     KvPrecision precision = KvPrecision::kF32;
     std::optional<BlockHash> hash;
-    int32_t prev = kNone;  // free-queue links, valid while ref_count == 0
-    int32_t next = kNone;
+  };
+  struct Page {
+    int32_t live_slots = 0;
+    int32_t block_slots = 0;  // size of the blocks the page is carved into (0: never used)
   };
 
-  void push_back_free(int32_t id);
-  void unlink_free(int32_t id);
-  void evict(int32_t id);
+  const Slot& block(int32_t entry) const;
+  Slot& block(int32_t entry);
+  int32_t entry_of(int32_t slot) const;
+  int32_t page_of(int32_t slot) const { return slot / static_cast<int32_t>(layout_.page_slots); }
+  IndexQueue& partial_free(int32_t size);
+  // Carves an empty page into blocks of `size` slots, evicting what it cached; the blocks
+  // after the first join the partial free queue.
+  int32_t take_empty_page(int32_t size, KvPrecision precision);
+  void take(int32_t slot, KvPrecision precision);
+  void evict(int32_t slot);
 
+  KvLayout layout_;
   int64_t block_size_;
   bool prefix_caching_;
-  std::vector<Block> blocks_;
-  int32_t free_head_ = kNone;
-  int32_t free_tail_ = kNone;
-  int64_t num_free_ = 0;
-  std::unordered_map<BlockHash, int32_t> cached_;
+  std::vector<Slot> slots_;
+  std::vector<Page> pages_;
+  IndexQueue empty_pages_;              // pages with no live block, by when they emptied
+  std::vector<IndexQueue> partial_;     // [size]: free blocks of that size in live pages (by slot)
+  int64_t live_slots_ = 0;
+  std::map<KvPrecision, int64_t> live_blocks_;
+  std::unordered_map<BlockHash, int32_t> cached_;  // hash -> first slot
   BlockPoolCounters counters_;
 };
 

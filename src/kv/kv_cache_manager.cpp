@@ -9,7 +9,12 @@ namespace optimate::kv {
 KvCacheManager::KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching)
     : pool_(num_blocks, block_size, enable_prefix_caching) {}
 
-PrefixHit KvCacheManager::find_cached_prefix(SeqId seq, std::span<const int32_t> token_ids) {
+KvCacheManager::KvCacheManager(const KvLayout& layout, int64_t num_slots, int64_t block_size,
+                               bool enable_prefix_caching)
+    : pool_(layout, num_slots, block_size, enable_prefix_caching) {}
+
+PrefixHit KvCacheManager::find_cached_prefix(SeqId seq, std::span<const int32_t> token_ids,
+                                             std::optional<KvPrecision> precision) {
   PrefixHit hit;
   if (!pool_.prefix_caching() || token_ids.empty()) return hit;
   BlockTable& table = tables_[seq];
@@ -18,6 +23,7 @@ PrefixHit KvCacheManager::find_cached_prefix(SeqId seq, std::span<const int32_t>
   for (int64_t b = 0; b < max_blocks; ++b) {
     auto id = pool_.cached_block(table.block_hashes[b]);
     if (!id) break;
+    if (precision && is_full_precision(*precision) && !is_full_precision(pool_.precision(*id))) break;
     hit.block_ids.push_back(*id);
   }
   hit.num_tokens = static_cast<int64_t>(hit.block_ids.size()) * block_size();
@@ -37,10 +43,12 @@ bool KvCacheManager::allocate(SeqId seq, int64_t num_computed, int64_t num_new,
                  "sequence {} took a prefix hit while holding blocks", seq);
   const int64_t have = static_cast<int64_t>(table.block_ids.size() + hit.block_ids.size());
   const int64_t need = std::max<int64_t>(0, num_blocks_for(num_computed + num_new) - have);
-  // Hit blocks that are free leave the free queue when touched, so they count against it.
+  // Hit blocks that are free leave the free queues when touched, so they count against them:
+  // in a paged cache touching one may take a whole empty page away from new blocks.
+  const int64_t per_page = pool_.layout().page_slots / pool_.layout().slots_for(precision);
   int64_t free_hits = 0;
   for (int32_t id : hit.block_ids) free_hits += pool_.is_free(id) ? 1 : 0;
-  if (need + free_hits > pool_.num_free_blocks()) return false;
+  if (need + free_hits * per_page > pool_.num_free_blocks(precision)) return false;
 
   pool_.touch(hit.block_ids);
   table.block_ids.insert(table.block_ids.end(), hit.block_ids.begin(), hit.block_ids.end());
@@ -94,6 +102,17 @@ void KvCacheManager::free(SeqId seq) {
   std::vector<int32_t> ids(it->second.block_ids.rbegin(), it->second.block_ids.rend());
   pool_.release(ids);
   tables_.erase(it);
+}
+
+RequantizeOp KvCacheManager::requantize(SeqId seq, int64_t index, KvPrecision precision) {
+  auto it = tables_.find(seq);
+  OPTIMATE_CHECK(it != tables_.end() && index >= 0 &&
+                     index < static_cast<int64_t>(it->second.block_ids.size()),
+                 "requantize: sequence {} has no block {}", seq, index);
+  int32_t& entry = it->second.block_ids[index];
+  const RequantizeOp op{entry, pool_.requantize(entry, precision)};
+  entry = op.to_entry;
+  return op;
 }
 
 std::span<const int32_t> KvCacheManager::block_ids(SeqId seq) const {

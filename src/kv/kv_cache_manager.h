@@ -7,12 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
+#include "kv/kv_format.h"
 
 namespace optimate::kv {
 
@@ -25,16 +27,21 @@ struct PrefixHit {
 
 class KvCacheManager {
  public:
+  // A static full-precision cache of `num_blocks` blocks.
   KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching);
+  KvCacheManager(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching);
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
   int64_t block_size() const { return pool_.block_size(); }
 
   // Longest cached prefix of `token_ids`, block aligned and leaving at least the last token to
-  // compute (its logits are needed). Takes no references and counts nothing: a lookup whose
-  // allocation then fails is repeated later, so the caller counts the one that was used.
-  PrefixHit find_cached_prefix(SeqId seq, std::span<const int32_t> token_ids);
+  // compute (its logits are needed). A sequence that will be stored at full precision takes
+  // no quantized block (it stops at the first); a quantized one takes any. Takes no references
+  // and counts nothing: a lookup whose allocation then fails is repeated later, so the caller
+  // counts the one that was used.
+  PrefixHit find_cached_prefix(SeqId seq, std::span<const int32_t> token_ids,
+                               std::optional<KvPrecision> precision = std::nullopt);
   void record_prefix_lookup(int64_t query_tokens, int64_t hit_tokens) {
     pool_.count_prefix_lookup(query_tokens, hit_tokens);
   }
@@ -51,6 +58,9 @@ class KvCacheManager {
   int64_t fork(SeqId parent, SeqId child, int64_t num_tokens);
   // Returns every block of `seq` to the pool (tail first); unknown ids are ignored.
   void free(SeqId seq);
+  // Requantizes block `index` of `seq` in place (BlockPool::requantize) and returns the op the
+  // runner must apply before the next forward.
+  RequantizeOp requantize(SeqId seq, int64_t index, KvPrecision precision);
 
   bool has(SeqId seq) const { return tables_.count(seq) != 0; }
   std::span<const int32_t> block_ids(SeqId seq) const;

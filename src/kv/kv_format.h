@@ -43,6 +43,12 @@ inline int32_t make_entry(int32_t code, int32_t slot) { return (code << kEntryCo
 inline int32_t entry_slot(int32_t entry) { return entry & kEntrySlotMask; }
 inline int32_t entry_code(int32_t entry) { return entry >> kEntryCodeShift; }
 
+// A full-precision block turned quantized in place: the same first slot, a new precision code.
+struct RequantizeOp {
+  int32_t from_entry = 0;
+  int32_t to_entry = 0;
+};
+
 // The byte layout of one block's K (or V) values at one precision.
 struct BlockLayout {
   KvPrecision precision = KvPrecision::kF32;

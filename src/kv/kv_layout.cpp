@@ -16,7 +16,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 bool KvLayout::holds(KvPrecision p) const {
-  if (p == full || p == base) return true;
+  // Full-precision blocks are the runner's own precision whatever their tag (entry code 0).
+  if (is_full_precision(p) || p == base) return true;
   if (!finest || is_full_precision(p)) return false;
   // A finer precision than the layout's finest would not fit in one slot.
   return kv_precision_bits(p) >= kv_precision_bits(*finest);

@@ -26,7 +26,8 @@ struct KvLayout {
 
   bool dynamic() const { return finest.has_value(); }
   // Slots a block of `precision` takes (1, 2 or page_slots); throws Error(kInvalidArgument)
-  // for a precision this layout cannot hold.
+  // for a precision this layout cannot hold. f32 and bf16 both name the runner's full
+  // precision (entry code 0).
   int64_t slots_for(KvPrecision precision) const;
   bool holds(KvPrecision precision) const;
 };

@@ -45,6 +45,14 @@ std::string OptionReader::get_string(const std::string& key, const std::string& 
   fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a string", spec_.name, key);
 }
 
+std::string OptionReader::get_int_or_string(const std::string& key, const std::string& fallback) {
+  const OptionValue* v = find(key);
+  if (!v) return fallback;
+  if (auto* s = std::get_if<std::string>(v)) return *s;
+  if (auto* i = std::get_if<int64_t>(v)) return std::to_string(*i);
+  fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be an integer or a string", spec_.name, key);
+}
+
 void OptionReader::finish() const {
   for (const auto& [key, value] : spec_.options)
     if (std::find(read_.begin(), read_.end(), key) == read_.end())

@@ -23,6 +23,8 @@ class OptionReader {
   int64_t get_int(const std::string& key, int64_t fallback);
   double get_double(const std::string& key, double fallback);  // ints accepted too
   std::string get_string(const std::string& key, const std::string& fallback);
+  // An integer or a string, as text ("8", "fp8").
+  std::string get_int_or_string(const std::string& key, const std::string& fallback);
   void finish() const;
 
  private:

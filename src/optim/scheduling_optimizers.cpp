@@ -1,5 +1,6 @@
 #include "optim/scheduling_optimizers.h"
 
+#include "optim/kv_quant_policy.h"
 #include "optim/predictive_batch_policy.h"
 #include "optim/priority_queue_policy.h"
 #include "optim/registry.h"
@@ -16,6 +17,16 @@ void register_scheduling_optimizers(OptimizerRegistry& registry) {
         PolicySet set;
         set.queue = std::make_shared<PriorityQueuePolicy>(options);
         if (options.choose_victims) set.preempt = std::make_shared<PriorityVictimPolicy>(options);
+        return set;
+      });
+  registry.register_optimizer(
+      "kv_quant", "store the KV of less important requests quantized while the cache is short of memory",
+      [](const OptimizerSpec& spec, const BuildContext& context) {
+        OptionReader reader(spec);
+        const KvQuantOptions options = KvQuantOptions::read(reader, context.priority_order);
+        reader.finish();
+        PolicySet set;
+        set.kv = std::make_shared<KvQuantPolicy>(options);
         return set;
       });
   registry.register_optimizer(

@@ -12,7 +12,7 @@ Scheduler::Scheduler(SchedulerConfig config, optim::PolicySet policies, const Cl
     : config_(std::move(config)),
       policies_(optim::with_baselines(std::move(policies))),
       clock_(clock),
-      kv_((config_.validate(), config_.num_kv_blocks), config_.block_size,
+      kv_((config_.validate(), config_.kv_layout), config_.num_kv_blocks, config_.block_size,
           config_.enable_prefix_caching) {}
 
 void Scheduler::set_policies(optim::PolicySet policies) {
@@ -77,7 +77,9 @@ optim::RequestView Scheduler::view_of(const Request& r, bool scheduled) const {
   v.num_output_tokens = r.num_output_tokens();
   v.num_computed_tokens = r.num_computed_tokens;
   v.max_tokens = r.params->max_tokens;
-  v.num_blocks = static_cast<int64_t>(kv_.block_ids(r.seq_id).size());
+  const auto blocks = kv_.block_ids(r.seq_id);
+  v.num_blocks = static_cast<int64_t>(blocks.size());
+  v.num_full_blocks = std::count_if(blocks.begin(), blocks.end(), [](int32_t e) { return kv::entry_code(e) == 0; });
   v.num_preemptions = r.num_preemptions;
   v.admitted_ns = r.last_admitted_ns;
   v.scheduled_this_step = scheduled;
@@ -96,7 +98,7 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
   view.waiting = waiting_views_;
   view.running = running_views_;
   view.kv = {kv_.pool().num_blocks(), kv_.pool().num_free_blocks(), kv_.block_size(),
-             config_.kv_precision};
+             config_.kv_layout.base, kv_.pool().usage()};
   view.max_num_seqs = config_.max_num_seqs;
   view.max_num_batched_tokens = config_.max_num_batched_tokens;
   view.token_budget_left = budget;
@@ -106,9 +108,10 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
 
 kv::KvPrecision Scheduler::precision_for(const Request& r, const optim::SchedulerView& view) {
   const kv::KvPrecision p = policies_.kv->precision_for(view, view_of(r, false));
-  if (!kv::is_full_precision(p))
-    fail(ErrorCode::kUnsupported, "KV policy '{}' asked for {} blocks; quantized KV blocks are not "
-         "built yet", policies_.kv->name(), kv::kv_precision_name(p));
+  if (!config_.kv_layout.holds(p))
+    fail(ErrorCode::kInvalidArgument, "KV policy '{}' asked for {} blocks, which this KV cache does not "
+         "hold (restart with the optimizer configured so the cache is laid out for it)",
+         policies_.kv->name(), kv::kv_precision_name(p));
   return p;
 }
 
@@ -143,11 +146,37 @@ sampling::SampleRow Scheduler::sample_row(const Request& r) const {
   return row;
 }
 
+void Scheduler::requantize(const optim::SchedulerView& view, StepPlan& plan) {
+  if (!config_.kv_layout.dynamic()) return;
+  const int64_t bs = kv_.block_size();
+  for (const optim::RequantizeOrder& o : policies_.kv->requantize(view)) {
+    auto it = requests_.find(o.seq_id);
+    if (it == requests_.end() || it->second->status != RequestStatus::kRunning) continue;
+    const Request& r = *it->second;
+    const auto blocks = kv_.block_ids(r.seq_id);
+    // Only blocks whose every token is computed (no write will touch them again), at full
+    // precision and held by this sequence alone; others in the order are skipped.
+    const int64_t last = std::min<int64_t>({o.first_block + o.num_blocks, r.num_computed_tokens / bs,
+                                            static_cast<int64_t>(blocks.size())});
+    int64_t left = o.max_blocks;
+    for (int64_t b = std::max<int64_t>(0, o.first_block); b < last && left > 0; ++b) {
+      const int32_t e = kv_.block_ids(r.seq_id)[b];
+      if (kv::entry_code(e) != 0 || kv_.pool().ref_count(e) != 1) continue;
+      plan.requantize.push_back(kv_.requantize(r.seq_id, b, o.precision));
+      --left;
+    }
+  }
+  if (!plan.requantize.empty())
+    spdlog::debug("KV policy '{}': {} blocks requantized, cache {:.1f}% used", policies_.kv->name(),
+                  plan.requantize.size(), 100.0 * kv_.pool().usage());
+}
+
 StepPlan Scheduler::schedule() {
   schedule_start_ns_ = clock_.now_ns();
   StepPlan plan;
   std::vector<Pending> pending;
   int64_t budget = config_.max_num_batched_tokens;
+  requantize(make_view(pending, budget), plan);
   const optim::SchedulerView start_view = make_view(pending, budget);
 
   // 1. Running sequences: decodes and unfinished prefill chunks.

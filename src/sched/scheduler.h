@@ -87,6 +87,8 @@ class Scheduler {
   // Rebuilds views_ from the queues; `scheduled` marks sequences already in this step.
   optim::SchedulerView make_view(const std::vector<Pending>& pending, int64_t budget);
   kv::KvPrecision precision_for(const Request& r, const optim::SchedulerView& view);
+  // Applies the KV policy's requantize orders (dynamic caches only) and lists them in the plan.
+  void requantize(const optim::SchedulerView& view, StepPlan& plan);
   void preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budget);
   bool try_admit(Request& r, int64_t budget, const optim::SchedulerView& view, int64_t& num_new);
   void admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan);

@@ -20,12 +20,13 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
       forked = true;
     }
   }
+  const kv::KvPrecision precision = precision_for(r, view);
   if (!forked) {
-    hit = kv_.find_cached_prefix(r.seq_id, r.token_ids);
+    hit = kv_.find_cached_prefix(r.seq_id, r.token_ids, precision);
     computed = hit.num_tokens;
   }
   num_new = std::min(r.num_tokens() - computed, budget);
-  if (!kv_.allocate(r.seq_id, computed, num_new, hit, precision_for(r, view))) {
+  if (!kv_.allocate(r.seq_id, computed, num_new, hit, precision)) {
     kv_.free(r.seq_id);
     return false;
   }

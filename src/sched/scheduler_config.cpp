@@ -14,11 +14,12 @@ void SchedulerConfig::validate() const {
     fail(ErrorCode::kInvalidArgument, "max-model-len must be at least 2, got {}", max_model_len);
   if (block_size < 1 || block_size > 1024)
     fail(ErrorCode::kInvalidArgument, "block-size must be in [1, 1024], got {}", block_size);
-  if (num_kv_blocks * block_size < max_model_len)
+  const int64_t blocks = num_kv_blocks / kv_layout.slots_for(kv_layout.base);
+  if (blocks * block_size < max_model_len)
     fail(ErrorCode::kInvalidArgument,
          "the KV cache holds {} tokens ({} blocks of {}), fewer than max-model-len {}: raise "
          "kv-cache-memory or lower max-model-len",
-         num_kv_blocks * block_size, num_kv_blocks, block_size, max_model_len);
+         blocks * block_size, blocks, block_size, max_model_len);
 }
 
 }  // namespace optimate::sched

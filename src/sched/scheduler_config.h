@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kv/kv_precision.h"
+#include "kv/kv_layout.h"
 
 namespace optimate::sched {
 
@@ -13,9 +13,10 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int64_t max_model_len = 2048;
   int64_t block_size = 16;
-  int64_t num_kv_blocks = 0;
+  int64_t num_kv_blocks = 0;  // slots of the runner's arenas (one per block in a static cache)
   bool enable_prefix_caching = true;
-  kv::KvPrecision kv_precision = kv::KvPrecision::kF32;
+  // The runner's cache: its precisions and page size (kv/kv_layout.h).
+  kv::KvLayout kv_layout = {.full = kv::KvPrecision::kF32, .base = kv::KvPrecision::kF32};
   std::vector<int64_t> eos_token_ids;
 
   // Throws Error(kInvalidArgument) naming the flag; also checks that one sequence of

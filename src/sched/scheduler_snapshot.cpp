@@ -10,8 +10,10 @@ SchedulerSnapshot Scheduler::snapshot() const {
   for (SeqId seq : waiting_) ++out.num_waiting_by_priority[requests_.at(seq)->priority];
   out.kv_total_blocks = pool.num_blocks();
   out.kv_used_blocks = pool.num_blocks() - pool.num_free_blocks();
-  for (int32_t id = 0; id < pool.num_blocks(); ++id)
-    if (!pool.is_free(id)) ++out.kv_blocks_by_precision[kv::kv_precision_name(pool.precision(id))];
+  out.kv_usage = pool.usage();
+  for (const auto& [precision, count] : pool.live_blocks())
+    if (count > 0) out.kv_blocks_by_precision[kv::kv_precision_name(precision)] = count;
+  out.kv_requantized_blocks = pool.counters().requantized_blocks;
   out.num_steps = stats_.num_steps;
   out.num_preemptions = stats_.num_preemptions;
   out.num_prompt_tokens = stats_.num_prompt_tokens_computed;

@@ -14,7 +14,9 @@ struct SchedulerSnapshot {
   std::map<int64_t, int64_t> num_waiting_by_priority;  // engine priority -> sequences
   int64_t kv_total_blocks = 0;
   int64_t kv_used_blocks = 0;  // blocks held by a sequence
+  double kv_usage = 0.0;       // share of the cache's bytes held (0..1)
   std::map<std::string, int64_t> kv_blocks_by_precision;  // used blocks by precision tag
+  int64_t kv_requantized_blocks = 0;  // full blocks requantized in place since start
   // Totals since the scheduler started.
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;

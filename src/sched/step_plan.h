@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/kv_format.h"
 #include "sampling/sample_row.h"
 #include "sched/request.h"
 
@@ -20,6 +21,8 @@ struct ScheduledSeq {
 };
 
 struct StepPlan {
+  // Blocks the KV policy had requantized in place: the runner rewrites them before the step.
+  std::vector<kv::RequantizeOp> requantize;
   std::vector<ScheduledSeq> seqs;
   int64_t num_tokens = 0;
   std::vector<SeqId> preempted;  // sequences that lost their KV this step

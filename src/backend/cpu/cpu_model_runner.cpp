@@ -37,8 +37,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                .block_size = options.block_size,
                .num_kv_heads = config_.num_kv_heads,
                .head_dim = config_.head_dim,
-               .layout = kv::plan_kv_layout(kv::KvPrecision::kF32, kv::KvPrecision::kF32, std::nullopt,
-                                            config_.num_kv_heads, options.block_size, config_.head_dim)};
+               .layout = plan_layout(config_, options)};
   attn_dims_ = {.num_heads = config_.num_heads,
                 .num_kv_heads = config_.num_kv_heads,
                 .head_dim = config_.head_dim,
@@ -50,21 +49,35 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
 
-  const size_t layer_elems = static_cast<size_t>(options.num_kv_blocks * config_.num_kv_heads *
-                                                 options.block_size * config_.head_dim);
-  k_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
-  v_cache_.assign(config_.num_layers, std::vector<float>(layer_elems, 0.0f));
+  const size_t arena_bytes = static_cast<size_t>(options.num_kv_blocks * kv_shape_.layout.slot_bytes);
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    k_cache_.push_back(std::make_unique_for_overwrite<uint8_t[]>(arena_bytes));
+    v_cache_.push_back(std::make_unique_for_overwrite<uint8_t[]>(arena_bytes));
+  }
+  kv_formats_ = KvArenas::formats_for(kv_shape_.layout, attn_dims_);
+}
+
+kv::KvLayout CpuModelRunner::plan_layout(const ModelConfig& config, const CpuRunnerOptions& options) {
+  // bf16 is the full precision of a bf16 cache (and of a dynamic cache started in bf16); f32
+  // otherwise.
+  const kv::KvPrecision full =
+      options.kv_precision == kv::KvPrecision::kBF16 ? kv::KvPrecision::kBF16 : kv::KvPrecision::kF32;
+  return kv::plan_kv_layout(full, options.kv_precision, options.kv_finest, config.num_kv_heads,
+                            options.block_size, config.head_dim);
+}
+
+KvArenas CpuModelRunner::arenas(int64_t layer) const {
+  return {k_cache_[layer].get(), v_cache_[layer].get(), kv_shape_.layout.slot_bytes, kv_formats_};
 }
 
 void CpuModelRunner::requantize(std::span<const RequantizeOp> ops) {
-  if (!ops.empty())
-    fail(ErrorCode::kUnsupported, "the CPU runner's KV cache holds one precision; requantizing {} "
-         "blocks is not built yet", ops.size());
-}
-
-int64_t CpuModelRunner::kv_bytes_per_token() const {
-  return 2 * config_.num_layers * config_.num_kv_heads * config_.head_dim *
-         static_cast<int64_t>(sizeof(float));
+  for (const RequantizeOp& op : ops) {
+    if (kv::entry_slot(op.from_entry) >= kv_shape_.num_blocks)
+      fail(ErrorCode::kInvalidArgument, "requantize: slot {} outside the cache of {}",
+           kv::entry_slot(op.from_entry), kv_shape_.num_blocks);
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer)
+      requantize_block(arenas(layer), op.from_entry, op.to_entry, attn_dims_, requantize_rows_);
+  }
 }
 
 void CpuModelRunner::check_batch(const ForwardBatch& batch) const {
@@ -83,10 +96,16 @@ void CpuModelRunner::check_batch(const ForwardBatch& batch) const {
       fail(ErrorCode::kInvalidArgument,
            "batch slice {}: block table has {} blocks, positions up to {} need {}", i,
            s.block_table.size(), s.start_pos + n - 1, blocks_needed);
-    for (int64_t b = 0; b < blocks_needed; ++b)
-      if (s.block_table[b] < 0 || s.block_table[b] >= kv_shape_.num_blocks)
-        fail(ErrorCode::kInvalidArgument, "batch slice {}: block id {} outside the cache of {} blocks",
-             i, s.block_table[b], kv_shape_.num_blocks);
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      const int32_t e = s.block_table[b];
+      if (e < 0 || kv::entry_slot(e) >= kv_shape_.num_blocks)
+        fail(ErrorCode::kInvalidArgument, "batch slice {}: block entry {:#x} outside the cache of {} slots",
+             i, e, kv_shape_.num_blocks);
+      const int32_t code = kv::entry_code(e);
+      if (code >= 4 || !kv_formats_[code])
+        fail(ErrorCode::kInvalidArgument, "batch slice {}: block entry {:#x} names a precision this "
+             "cache does not hold", i, e);
+    }
   }
 }
 
@@ -100,7 +119,10 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
     s_.seqs.push_back({.first_row = row, .num_tokens = n, .start_pos = slice.start_pos,
                        .block_table = slice.block_table});
     for (int64_t i = 0; i < n; ++i) s_.positions.push_back(slice.start_pos + i);
-    if (slice.want_logits) s_.logit_rows.push_back(row + n - 1);
+    if (slice.all_logits)
+      for (int64_t i = 0; i < n; ++i) s_.logit_rows.push_back(row + i);
+    else if (slice.want_logits)
+      s_.logit_rows.push_back(row + n - 1);
     row += n;
   }
   const int64_t t = row;
@@ -133,11 +155,10 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
   apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   apply_rope(qkv + q_dim, t, config_.num_kv_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
-  write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache_[layer].data(),
-           v_cache_[layer].data(), s_.seqs, attn_dims_);
-  paged_attention(qkv, qkv_dim, k_cache_[layer].data(), v_cache_[layer].data(), s_.attn.data(),
-                  s_.seqs, attn_dims_, 1.0f / std::sqrt(static_cast<float>(hd)), num_threads_,
-                  s_.attention);
+  const KvArenas cache = arenas(layer);
+  write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, cache, s_.seqs, attn_dims_);
+  paged_attention(qkv, qkv_dim, cache, s_.attn.data(), s_.seqs, attn_dims_,
+                  1.0f / std::sqrt(static_cast<float>(hd)), num_threads_, s_.attention);
   linear(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true, num_threads_);
 
   rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/paged_attention.h"
 #include "backend/cpu/cpu_weights.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
@@ -19,8 +22,12 @@
 namespace optimate::cpu {
 
 struct CpuRunnerOptions {
-  int64_t num_kv_blocks = 0;  // KV cache capacity in blocks (required)
+  int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
   int64_t block_size = 16;    // tokens per block
+  // The cache's precision (f32, bf16, or fp8/int8/int4 for a static quantized cache) and, for
+  // a cache the kv_quant optimizer may requantize, the finest precision it may use.
+  kv::KvPrecision kv_precision = kv::KvPrecision::kF32;
+  std::optional<kv::KvPrecision> kv_finest;
   int num_threads = 0;        // 0: OpenMP's default (all cores)
   // Q8_0/Q4_1 matrices stay quantized (a quarter or less of the fp32 bytes per step); false
   // widens every weight to fp32 at load, the reference path.
@@ -39,8 +46,8 @@ class CpuModelRunner final : public ModelRunner {
 
   int num_threads() const { return num_threads_; }
   int64_t weight_bytes() const override { return weights_.bytes(); }
-  // Bytes of the KV cache of one token across all layers.
-  int64_t kv_bytes_per_token() const;
+  // The KV layout these options give (a function of the model's shape and the precisions).
+  static kv::KvLayout plan_layout(const ModelConfig& config, const CpuRunnerOptions& options);
 
  private:
   struct Scratch {
@@ -69,9 +76,15 @@ class CpuModelRunner final : public ModelRunner {
   int num_threads_ = 1;
   CpuWeights weights_;
   std::vector<float> inv_freq_;  // (head_dim / 2)
-  std::vector<std::vector<float>> k_cache_;  // [layer] (num_blocks, kv_heads, block_size, head_dim)
-  std::vector<std::vector<float>> v_cache_;  // [layer] same
+  // Per layer, K and V arenas of num_blocks slots (kv/kv_format.h gives each block's bytes).
+  // Left uninitialized: attention reads only positions a step has written.
+  std::vector<std::unique_ptr<uint8_t[]>> k_cache_;
+  std::vector<std::unique_ptr<uint8_t[]>> v_cache_;
+  std::array<std::optional<kv::BlockLayout>, 4> kv_formats_;
+  std::vector<float> requantize_rows_;
   Scratch s_;
+
+  KvArenas arenas(int64_t layer) const;
 };
 
 }  // namespace optimate::cpu

@@ -14,25 +14,6 @@ namespace {
 // Rows of an element-wise op worth a thread hand-off.
 constexpr int64_t kMinRowsPerThread = 8;
 
-inline float dot(const float* a, const float* b, int64_t n) {
-  float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-
-inline void axpy(float alpha, const float* x, float* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
-}
-
-// Index of the sequence that owns `row` (seqs are in row order).
-inline size_t seq_of_row(std::span<const AttentionSeq> seqs, int64_t row) {
-  auto it = std::upper_bound(seqs.begin(), seqs.end(), row,
-                             [](int64_t r, const AttentionSeq& s) { return r < s.first_row; });
-  return static_cast<size_t>(it - seqs.begin()) - 1;
-}
-
 }  // namespace
 
 void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim,
@@ -173,90 +154,6 @@ void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim,
     const float* u = g + dim;
     float* o = out + t * dim;
     for (int64_t i = 0; i < dim; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
-}
-
-void write_kv(const float* k, const float* v, int64_t row_stride, float* k_cache, float* v_cache,
-              std::span<const AttentionSeq> seqs, const AttentionDims& dims) {
-  const int64_t hd = dims.head_dim;
-  for (const AttentionSeq& seq : seqs) {
-    for (int64_t i = 0; i < seq.num_tokens; ++i) {
-      const int64_t pos = seq.start_pos + i;
-      const int64_t block = seq.block_table[pos / dims.block_size];
-      const int64_t slot = pos % dims.block_size;
-      const float* kr = k + (seq.first_row + i) * row_stride;
-      const float* vr = v + (seq.first_row + i) * row_stride;
-      for (int64_t h = 0; h < dims.num_kv_heads; ++h) {
-        const int64_t off = ((block * dims.num_kv_heads + h) * dims.block_size + slot) * hd;
-        std::copy_n(kr + h * hd, hd, k_cache + off);
-        std::copy_n(vr + h * hd, hd, v_cache + off);
-      }
-    }
-  }
-}
-
-void paged_attention(const float* q, int64_t q_stride, const float* k_cache, const float* v_cache,
-                     float* out, std::span<const AttentionSeq> seqs, const AttentionDims& dims,
-                     float scale, int num_threads, AttentionScratch& scratch) {
-  if (seqs.empty()) return;
-  const int64_t hd = dims.head_dim;
-  const int64_t bs = dims.block_size;
-  const int64_t nkv = dims.num_kv_heads;
-  const int64_t group = dims.num_heads / nkv;
-  int64_t max_ctx = 0;
-  for (const AttentionSeq& s : seqs) max_ctx = std::max(max_ctx, s.start_pos + s.num_tokens);
-  const int64_t num_rows = seqs.back().first_row + seqs.back().num_tokens;
-  const int64_t num_items = num_rows * nkv;
-  // Multiply-adds of the step (QK and PV): small decodes stay on the calling thread.
-  int64_t work = 0;
-  for (const AttentionSeq& s : seqs) work += s.num_tokens * (s.start_pos + (s.num_tokens + 1) / 2);
-  work *= 2 * dims.num_heads * hd;
-  const int threads = work < (int64_t{1} << 18)
-                          ? 1
-                          : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, num_items)));
-  if (static_cast<int>(scratch.scores.size()) < threads) scratch.scores.resize(threads);
-  for (int i = 0; i < threads; ++i)
-    if (static_cast<int64_t>(scratch.scores[i].size()) < group * max_ctx)
-      scratch.scores[i].resize(group * max_ctx);
-
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t item = 0; item < num_items; ++item) {
-    const int64_t row = item / nkv;
-    const int64_t kvh = item % nkv;
-    const AttentionSeq& seq = seqs[seq_of_row(seqs, row)];
-    const int64_t ctx = seq.start_pos + (row - seq.first_row) + 1;
-    float* scores = scratch.scores[omp_get_thread_num()].data();  // [group, ctx]
-    const float* qg = q + row * q_stride + kvh * group * hd;
-    float* og = out + row * dims.num_heads * hd + kvh * group * hd;
-
-    for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
-      const int64_t block = seq.block_table[j0 / bs];
-      const float* kb = k_cache + (block * nkv + kvh) * bs * hd;
-      const int64_t n = std::min(bs, ctx - j0);
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t g = 0; g < group; ++g)
-          scores[g * ctx + j0 + s] = dot(qg + g * hd, kb + s * hd, hd) * scale;
-    }
-    for (int64_t g = 0; g < group; ++g) {
-      float* sg = scores + g * ctx;
-      float m = sg[0];
-      for (int64_t j = 1; j < ctx; ++j) m = std::max(m, sg[j]);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < ctx; ++j) {
-        sg[j] = std::exp(sg[j] - m);
-        sum += sg[j];
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < ctx; ++j) sg[j] *= inv;
-      std::fill_n(og + g * hd, hd, 0.0f);
-    }
-    for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
-      const int64_t block = seq.block_table[j0 / bs];
-      const float* vb = v_cache + (block * nkv + kvh) * bs * hd;
-      const int64_t n = std::min(bs, ctx - j0);
-      for (int64_t s = 0; s < n; ++s)
-        for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + s], vb + s * hd, og + g * hd, hd);
-    }
   }
 }
 

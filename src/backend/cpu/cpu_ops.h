@@ -57,39 +57,4 @@ void rope_tables(std::span<const int64_t> positions, std::span<const float> inv_
 // gate_up: [num_tokens, 2 * dim] (gate then up); out[t, i] = silu(gate[t, i]) * up[t, i].
 void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, int num_threads = 1);
 
-struct AttentionDims {
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
-  int64_t block_size = 0;
-  int64_t num_blocks = 0;
-};
-
-// One sequence's queries in a paged-attention call: rows [first_row, first_row + num_tokens) of
-// q/out are its tokens at positions start_pos, start_pos + 1, ...; each attends causally to the
-// cache positions [0, its own position].
-struct AttentionSeq {
-  int64_t first_row = 0;
-  int64_t num_tokens = 0;
-  int64_t start_pos = 0;
-  std::span<const int32_t> block_table;
-};
-
-// Copies k/v rows ([num_tokens, num_kv_heads * head_dim], row stride `row_stride`) of the
-// sequences' tokens into the layer's cache at their positions.
-void write_kv(const float* k, const float* v, int64_t row_stride, float* k_cache, float* v_cache,
-              std::span<const AttentionSeq> seqs, const AttentionDims& dims);
-
-// Per-thread scores, reused across calls so a step does not allocate.
-struct AttentionScratch {
-  std::vector<std::vector<float>> scores;  // [thread][heads per kv head * context]
-};
-
-// out[row, h] = softmax(q[row, h] . K^T * scale) V over the row's causal context, with GQA
-// (head h reads kv head h / (num_heads / num_kv_heads)). q row stride `q_stride` floats; out is
-// dense [rows, num_heads * head_dim]. Parallel over (token, kv head) with OpenMP.
-void paged_attention(const float* q, int64_t q_stride, const float* k_cache, const float* v_cache,
-                     float* out, std::span<const AttentionSeq> seqs, const AttentionDims& dims,
-                     float scale, int num_threads, AttentionScratch& scratch);
-
 }  // namespace optimate::cpu

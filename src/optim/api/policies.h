@@ -76,11 +76,15 @@ class PreemptPolicy : public Policy {
                                         std::span<const int64_t> candidates) = 0;
 };
 
+// Blocks [first_block, first_block + num_blocks) of a running sequence's table are candidates;
+// the scheduler requantizes the first max_blocks of them that can be (full precision, every
+// token written, held by this sequence alone) and skips the rest.
 struct RequantizeOrder {
   int64_t seq_id = 0;
   int64_t first_block = 0;  // index into the sequence's block table
   int64_t num_blocks = 0;
   kv::KvPrecision precision = kv::KvPrecision::kInt8;
+  int64_t max_blocks = INT64_MAX;
 };
 
 // Precision of newly allocated KV blocks, and which existing blocks to requantize.

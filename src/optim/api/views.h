@@ -21,19 +21,19 @@ struct RequestView {
   int64_t num_computed_tokens = 0;
   int64_t max_tokens = 0;
   int64_t num_blocks = 0;      // KV blocks held now
+  int64_t num_full_blocks = 0; // of those, at full precision (requantizable when full of tokens)
   int64_t num_preemptions = 0;
   int64_t admitted_ns = -1;    // when it last entered the running set (-1: never)
   bool scheduled_this_step = false;
 };
 
 struct KvView {
-  int64_t num_blocks = 0;
-  int64_t num_free_blocks = 0;
+  int64_t num_blocks = 0;       // blocks of the default precision the empty cache holds
+  int64_t num_free_blocks = 0;  // of the default precision, allocatable now
   int64_t block_size = 0;
   kv::KvPrecision default_precision = kv::KvPrecision::kF32;
-  double usage() const {
-    return num_blocks == 0 ? 0.0 : 1.0 - static_cast<double>(num_free_blocks) / num_blocks;
-  }
+  double used = 0.0;            // share of the cache's bytes held by sequences (0..1)
+  double usage() const { return used; }
 };
 
 struct SchedulerView {

@@ -1,0 +1,165 @@
+#include "backend/cpu/paged_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <omp.h>
+
+#include "core/error.h"
+
+namespace optimate::cpu {
+namespace {
+
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+inline void axpy(float alpha, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// Index of the sequence that owns `row` (seqs are in row order).
+inline size_t seq_of_row(std::span<const AttentionSeq> seqs, int64_t row) {
+  auto it = std::upper_bound(seqs.begin(), seqs.end(), row,
+                             [](int64_t r, const AttentionSeq& s) { return r < s.first_row; });
+  return static_cast<size_t>(it - seqs.begin()) - 1;
+}
+
+// The first `n` rows of kv head `head` in a block, as floats: f32 blocks are read in place,
+// other precisions are dequantized into `buf` (n * head_dim floats).
+const float* block_rows(const kv::BlockLayout& f, const uint8_t* block, int64_t head, int64_t n, float* buf) {
+  if (f.precision == kv::KvPrecision::kF32)
+    return reinterpret_cast<const float*>(block + f.row_offset(head, 0));
+  for (int64_t t = 0; t < n; ++t) kv::load_row(f, block, head, t, buf + t * f.head_dim);
+  return buf;
+}
+
+}  // namespace
+
+std::array<std::optional<kv::BlockLayout>, 4> KvArenas::formats_for(const kv::KvLayout& layout,
+                                                                    const AttentionDims& d) {
+  std::array<std::optional<kv::BlockLayout>, 4> out;
+  for (kv::KvPrecision p : {layout.full, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8, kv::KvPrecision::kInt4})
+    if (layout.holds(p)) out[kv::precision_code(p)].emplace(p, d.num_kv_heads, d.block_size, d.head_dim);
+  return out;
+}
+
+const kv::BlockLayout& KvArenas::format(int32_t entry) const {
+  const int32_t code = kv::entry_code(entry);
+  if (code < 0 || code >= 4 || !formats[code])
+    fail(ErrorCode::kInvalidArgument, "KV entry {:#x} names a precision this cache does not hold", entry);
+  return *formats[code];
+}
+
+void write_kv(const float* k, const float* v, int64_t row_stride, const KvArenas& cache,
+              std::span<const AttentionSeq> seqs, const AttentionDims& dims) {
+  const int64_t hd = dims.head_dim;
+  for (const AttentionSeq& seq : seqs) {
+    for (int64_t i = 0; i < seq.num_tokens; ++i) {
+      const int64_t pos = seq.start_pos + i;
+      const int32_t entry = seq.block_table[pos / dims.block_size];
+      const kv::BlockLayout& f = cache.format(entry);
+      const int64_t slot = pos % dims.block_size;
+      const float* kr = k + (seq.first_row + i) * row_stride;
+      const float* vr = v + (seq.first_row + i) * row_stride;
+      for (int64_t h = 0; h < dims.num_kv_heads; ++h) {
+        kv::store_row(f, cache.k_block(entry), h, slot, kr + h * hd);
+        kv::store_row(f, cache.v_block(entry), h, slot, vr + h * hd);
+      }
+    }
+  }
+}
+
+void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, float* out,
+                     std::span<const AttentionSeq> seqs, const AttentionDims& dims, float scale,
+                     int num_threads, AttentionScratch& scratch) {
+  if (seqs.empty()) return;
+  const int64_t hd = dims.head_dim;
+  const int64_t bs = dims.block_size;
+  const int64_t nkv = dims.num_kv_heads;
+  const int64_t group = dims.num_heads / nkv;
+  int64_t max_ctx = 0;
+  for (const AttentionSeq& s : seqs) max_ctx = std::max(max_ctx, s.start_pos + s.num_tokens);
+  const int64_t num_rows = seqs.back().first_row + seqs.back().num_tokens;
+  const int64_t num_items = num_rows * nkv;
+  // Multiply-adds of the step (QK and PV): small decodes stay on the calling thread.
+  int64_t work = 0;
+  for (const AttentionSeq& s : seqs) work += s.num_tokens * (s.start_pos + (s.num_tokens + 1) / 2);
+  work *= 2 * dims.num_heads * hd;
+  const int threads = work < (int64_t{1} << 18)
+                          ? 1
+                          : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, num_items)));
+  if (static_cast<int>(scratch.scores.size()) < threads) scratch.scores.resize(threads);
+  if (static_cast<int>(scratch.rows.size()) < threads) scratch.rows.resize(threads);
+  for (int i = 0; i < threads; ++i) {
+    if (static_cast<int64_t>(scratch.scores[i].size()) < group * max_ctx) scratch.scores[i].resize(group * max_ctx);
+    if (static_cast<int64_t>(scratch.rows[i].size()) < bs * hd) scratch.rows[i].resize(bs * hd);
+  }
+
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t item = 0; item < num_items; ++item) {
+    const int64_t row = item / nkv;
+    const int64_t kvh = item % nkv;
+    const AttentionSeq& seq = seqs[seq_of_row(seqs, row)];
+    const int64_t ctx = seq.start_pos + (row - seq.first_row) + 1;
+    const int thread = omp_get_thread_num();
+    float* scores = scratch.scores[thread].data();  // [group, ctx]
+    float* rows = scratch.rows[thread].data();      // [bs, hd] dequantized rows
+    const float* qg = q + row * q_stride + kvh * group * hd;
+    float* og = out + row * dims.num_heads * hd + kvh * group * hd;
+
+    for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
+      const int32_t entry = seq.block_table[j0 / bs];
+      const int64_t n = std::min(bs, ctx - j0);
+      const float* kb = block_rows(cache.format(entry), cache.k_block(entry), kvh, n, rows);
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t g = 0; g < group; ++g)
+          scores[g * ctx + j0 + s] = dot(qg + g * hd, kb + s * hd, hd) * scale;
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores + g * ctx;
+      float m = sg[0];
+      for (int64_t j = 1; j < ctx; ++j) m = std::max(m, sg[j]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < ctx; ++j) {
+        sg[j] = std::exp(sg[j] - m);
+        sum += sg[j];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t j = 0; j < ctx; ++j) sg[j] *= inv;
+      std::fill_n(og + g * hd, hd, 0.0f);
+    }
+    for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
+      const int32_t entry = seq.block_table[j0 / bs];
+      const int64_t n = std::min(bs, ctx - j0);
+      const float* vb = block_rows(cache.format(entry), cache.v_block(entry), kvh, n, rows);
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + s], vb + s * hd, og + g * hd, hd);
+    }
+  }
+}
+
+void requantize_block(const KvArenas& cache, int32_t from_entry, int32_t to_entry,
+                      const AttentionDims& dims, std::vector<float>& rows) {
+  if (kv::entry_slot(from_entry) != kv::entry_slot(to_entry))
+    fail(ErrorCode::kInvalidArgument, "requantize moves no block: entries {:#x} and {:#x} differ in slot",
+         from_entry, to_entry);
+  const kv::BlockLayout& from = cache.format(from_entry);
+  const kv::BlockLayout& to = cache.format(to_entry);
+  const int64_t hd = dims.head_dim, bs = dims.block_size, nkv = dims.num_kv_heads;
+  rows.resize(static_cast<size_t>(nkv * bs * hd));
+  for (uint8_t* block : {cache.k_block(from_entry), cache.v_block(from_entry)}) {
+    // Read the whole block before writing: the new bytes overlap the old ones.
+    for (int64_t h = 0; h < nkv; ++h)
+      for (int64_t t = 0; t < bs; ++t) kv::load_row(from, block, h, t, rows.data() + (h * bs + t) * hd);
+    for (int64_t h = 0; h < nkv; ++h)
+      for (int64_t t = 0; t < bs; ++t) kv::store_row(to, block, h, t, rows.data() + (h * bs + t) * hd);
+  }
+}
+
+}  // namespace optimate::cpu
