@@ -40,7 +40,10 @@ void BlockPool::evict(int32_t id) {
   Block& b = blocks_[id];
   if (!b.hash) return;
   auto it = cached_.find(*b.hash);
-  if (it != cached_.end() && it->second == id) cached_.erase(it);
+  if (it != cached_.end()) {
+    std::erase(it->second, id);
+    if (it->second.empty()) cached_.erase(it);
+  }
   b.hash.reset();
   ++counters_.evictions;
 }
@@ -81,14 +84,16 @@ std::optional<int32_t> BlockPool::cached_block(BlockHash hash) const {
   if (!prefix_caching_) return std::nullopt;
   auto it = cached_.find(hash);
   if (it == cached_.end()) return std::nullopt;
-  return it->second;
+  for (int32_t id : it->second)
+    if (blocks_[id].ref_count > 0) return id;
+  return it->second.front();
 }
 
 void BlockPool::cache_block(int32_t block_id, BlockHash hash) {
   if (!prefix_caching_) return;
   Block& b = blocks_.at(block_id);
   if (b.hash) return;
-  if (!cached_.emplace(hash, block_id).second) return;
+  cached_[hash].push_back(block_id);
   b.hash = hash;
 }
 

@@ -45,9 +45,12 @@ class BlockPool {
   // evicted before its first ones (a later request more likely shares the beginning).
   void release(std::span<const int32_t> block_ids);
 
+  // A block holding `hash`. Sequences that computed the same content side by side each hold
+  // a copy, and every copy stays findable until evicted; a copy in use comes first, since a
+  // hit on it costs no free block.
   std::optional<int32_t> cached_block(BlockHash hash) const;
-  // Records that `block_id` holds the full block with `hash`; no-op when caching is off or
-  // another block already holds that content.
+  // Records that `block_id` holds the full block with `hash`; no-op when caching is off or the
+  // block is already registered.
   void cache_block(int32_t block_id, BlockHash hash);
 
   int32_t ref_count(int32_t block_id) const { return blocks_.at(block_id).ref_count; }
@@ -79,7 +82,7 @@ class BlockPool {
   int32_t free_head_ = kNone;
   int32_t free_tail_ = kNone;
   int64_t num_free_ = 0;
-  std::unordered_map<BlockHash, int32_t> cached_;
+  std::unordered_map<BlockHash, std::vector<int32_t>> cached_;  // every copy of a content
   BlockPoolCounters counters_;
 };
 

@@ -22,7 +22,7 @@ struct PoolModel {
   std::vector<int32_t> refs;
   std::deque<int32_t> free_queue;  // front: allocated next
   std::vector<std::optional<BlockHash>> hash_of;
-  std::map<BlockHash, int32_t> cached;
+  std::map<BlockHash, std::vector<int32_t>> cached;  // every block holding a hash, in order
   int64_t evictions = 0;
 
   explicit PoolModel(int64_t n) : refs(n, 0), hash_of(n) {
@@ -35,7 +35,9 @@ struct PoolModel {
       const int32_t id = free_queue.front();
       free_queue.pop_front();
       if (hash_of[id]) {
-        cached.erase(*hash_of[id]);
+        auto& copies = cached[*hash_of[id]];
+        copies.erase(std::find(copies.begin(), copies.end(), id));
+        if (copies.empty()) cached.erase(*hash_of[id]);
         hash_of[id].reset();
         ++evictions;
       }
@@ -51,15 +53,18 @@ struct PoolModel {
     if (--refs[id] == 0) free_queue.push_back(id);
   }
   void cache(int32_t id, BlockHash h) {
-    if (!hash_of[id] && !cached.count(h)) {
+    if (!hash_of[id]) {
       hash_of[id] = h;
-      cached[h] = id;
+      cached[h].push_back(id);
     }
   }
+  // A copy in use if there is one (a hit on it costs no free block), else the oldest.
   std::optional<int32_t> lookup(BlockHash h) const {
     auto it = cached.find(h);
     if (it == cached.end()) return std::nullopt;
-    return it->second;
+    for (int32_t id : it->second)
+      if (refs[id] > 0) return id;
+    return it->second.front();
   }
   void reset() {
     for (auto& h : hash_of) h.reset();

@@ -89,6 +89,39 @@ TEST(PrefixCache, EvictsLeastRecentlyFreedTailBlocksFirst) {
   }
 }
 
+struct DuplicateCase {
+  const char* name;
+  bool free_y;             // Y is freed too, after X
+  int64_t num_taken;       // fresh blocks a new sequence then takes
+  std::vector<int32_t> hit;  // blocks a lookup of the prompt finds
+};
+
+// X (blocks 0-3) and Y (blocks 4-7) computed the same 7 tokens side by side, neither finding
+// the other in the cache; X's copies were registered first. X is freed.
+const DuplicateCase kDuplicateCases[] = {
+    {"both copies cached: the hit takes Y's, in use, costing no free block", false, 0, {4, 5, 6}},
+    {"X's free copies evicted: Y's still found", false, 4, {4, 5, 6}},
+    {"both freed, X's evicted: Y's still found", true, 4, {4, 5, 6}},
+    {"both freed and evicted", true, 8, {}},
+};
+
+TEST(PrefixCache, ContentStaysFindableWhileAnyCopyOfItIsCached) {
+  const std::vector<int32_t> p = tokens_from(1, 7);
+  for (const DuplicateCase& c : kDuplicateCases) {
+    SCOPED_TRACE(c.name);
+    KvCacheManager kv(8, kBlockSize, true);
+    prefill(kv, 0, p);
+    prefill(kv, 1, p);
+    kv.free(0);
+    if (c.free_y) kv.free(1);
+    if (c.num_taken > 0)
+      ASSERT_TRUE(kv.allocate(2, 0, c.num_taken * kBlockSize, {}, KvPrecision::kF32));
+    EXPECT_EQ(kv.find_cached_prefix(3, p).block_ids, c.hit);
+    for (SeqId s : {1, 2, 3}) kv.free(s);
+    EXPECT_EQ(kv.pool().num_free_blocks(), 8);
+  }
+}
+
 struct FreedHitCase {
   const char* name;
   int64_t num_blocks;
