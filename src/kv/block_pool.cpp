@@ -37,14 +37,20 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_si
 
 const BlockPool::Slot& BlockPool::block(int32_t entry) const {
   const int32_t slot = entry_slot(entry);
-  if (entry < 0 || slot >= num_slots() || slots_[slot].size == 0 ||
-      precision_code(slots_[slot].precision) != entry_code(entry))
-    fail(ErrorCode::kInternal, "KV entry {:#x} names no block of the pool", entry);
-  return slots_[slot];
+  if (entry >= 0 && slot < num_slots()) {
+    const Slot& b = slots_[slot];
+    if (b.size > 0 && precision_code(b.precision) == entry_code(entry)) return b;
+    // A slot no block was ever carved from is free space: queries see a free block there.
+    static const Slot kUnused{};
+    if (b.size == 0 && entry_code(entry) == 0 && layout_.page_slots == 1) return kUnused;
+  }
+  fail(ErrorCode::kInternal, "KV entry {:#x} names no block of the pool", entry);
 }
 
 BlockPool::Slot& BlockPool::block(int32_t entry) {
-  return const_cast<Slot&>(static_cast<const BlockPool&>(*this).block(entry));
+  const Slot& b = static_cast<const BlockPool&>(*this).block(entry);
+  if (b.size == 0) fail(ErrorCode::kInternal, "KV entry {:#x} was never allocated", entry);
+  return const_cast<Slot&>(b);
 }
 
 int32_t BlockPool::entry_of(int32_t slot) const {
@@ -70,7 +76,10 @@ void BlockPool::evict(int32_t slot) {
   Slot& b = slots_[slot];
   if (!b.hash) return;
   auto it = cached_.find(*b.hash);
-  if (it != cached_.end() && it->second == slot) cached_.erase(it);
+  if (it != cached_.end()) {
+    std::erase(it->second, slot);
+    if (it->second.empty()) cached_.erase(it);
+  }
   b.hash.reset();
   ++counters_.evictions;
 }
@@ -199,18 +208,25 @@ int32_t BlockPool::requantize(int32_t entry, KvPrecision precision) {
   return entry_of(slot);
 }
 
-std::optional<int32_t> BlockPool::cached_block(BlockHash hash) const {
+std::optional<int32_t> BlockPool::cached_block(BlockHash hash, bool full_only) const {
   if (!prefix_caching_) return std::nullopt;
   auto it = cached_.find(hash);
   if (it == cached_.end()) return std::nullopt;
-  return entry_of(it->second);
+  std::optional<int32_t> free_copy;
+  for (int32_t slot : it->second) {
+    const Slot& b = slots_[slot];
+    if (full_only && !is_full_precision(b.precision)) continue;
+    if (b.ref_count > 0) return entry_of(slot);
+    if (!free_copy) free_copy = entry_of(slot);
+  }
+  return free_copy;
 }
 
 void BlockPool::cache_block(int32_t entry, BlockHash hash) {
   if (!prefix_caching_) return;
   Slot& b = block(entry);
   if (b.hash) return;
-  if (!cached_.emplace(hash, entry_slot(entry)).second) return;
+  cached_[hash].push_back(entry_slot(entry));
   b.hash = hash;
 }
 

@@ -71,9 +71,12 @@ class BlockPool {
   // (ModelRunner::requantize). Error(kInvalidArgument) for a shared, free or quantized block.
   int32_t requantize(int32_t entry, KvPrecision precision);
 
-  std::optional<int32_t> cached_block(BlockHash hash) const;
-  // Records that the block holds the full block with `hash`; no-op when caching is off or
-  // another block already holds that content.
+  // A block holding `hash` (at full precision only, when `full_only`). Sequences that computed
+  // the same content side by side each hold a copy, and every copy stays findable until
+  // evicted; a copy in use comes first, since a hit on it costs no free block.
+  std::optional<int32_t> cached_block(BlockHash hash, bool full_only = false) const;
+  // Records that the block holds the full block with `hash`; no-op when caching is off or the
+  // block is already registered.
   void cache_block(int32_t entry, BlockHash hash);
 
   int32_t ref_count(int32_t entry) const { return block(entry).ref_count; }
@@ -117,7 +120,7 @@ class BlockPool {
   std::vector<IndexQueue> partial_;     // [size]: free blocks of that size in live pages (by slot)
   int64_t live_slots_ = 0;
   std::map<KvPrecision, int64_t> live_blocks_;
-  std::unordered_map<BlockHash, int32_t> cached_;  // hash -> first slot
+  std::unordered_map<BlockHash, std::vector<int32_t>> cached_;  // hash -> first slot of every copy
   BlockPoolCounters counters_;
 };
 

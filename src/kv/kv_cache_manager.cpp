@@ -21,9 +21,8 @@ PrefixHit KvCacheManager::find_cached_prefix(SeqId seq, std::span<const int32_t>
   extend_block_hashes(token_ids, block_size(), table.block_hashes);
   const int64_t max_blocks = (static_cast<int64_t>(token_ids.size()) - 1) / block_size();
   for (int64_t b = 0; b < max_blocks; ++b) {
-    auto id = pool_.cached_block(table.block_hashes[b]);
+    auto id = pool_.cached_block(table.block_hashes[b], precision && is_full_precision(*precision));
     if (!id) break;
-    if (precision && is_full_precision(*precision) && !is_full_precision(pool_.precision(*id))) break;
     hit.block_ids.push_back(*id);
   }
   hit.num_tokens = static_cast<int64_t>(hit.block_ids.size()) * block_size();
