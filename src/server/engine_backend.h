@@ -20,7 +20,7 @@ namespace optimate::server {
 struct EngineBackendOptions {
   std::string served_model_name;  // empty: the model path's file name
   // vLLM's priority rule is in force: the engine saw negated priorities, so per-priority
-  // series are labelled with the client's numbers again.
+  // series without the priority optimizer are labelled with the client's numbers again.
   bool lower_priority_first = false;
 };
 
@@ -41,11 +41,13 @@ class EngineBackend final : public GenerationBackend {
   void abort(const std::string& request_id) override;
 
   bool healthy() const override { return engine_->running(); }
+  LoadReport load() const override;
   int64_t num_waiting() const override;
   int64_t num_unfinished() const override { return num_live_.load(); }
 
   Json list_optimizers() const override;
   Json update_optimizer(const std::string& name, const Json& body) override;
+  void reset_prefix_cache() override;
 
   // kDrain: let submitted requests finish; kAbort: end them now. Blocks until the engine
   // thread has stopped.
@@ -55,6 +57,10 @@ class EngineBackend final : public GenerationBackend {
  private:
   struct Live;
   void on_stats(const EngineStats& stats);
+  // Tells /metrics how to name priorities: the priority optimizer's levels while it is on.
+  void update_priority_labels();
+  // Runs `task` on the engine thread and waits for it (503 if the engine does not answer).
+  void run_and_wait(std::function<void(Engine&)> task) const;
 
   EngineBackendOptions options_;
   metrics::ServingMetrics* metrics_;
