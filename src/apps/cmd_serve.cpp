@@ -85,8 +85,8 @@ void abort_the_rest(server::HttpServer& http, server::EngineBackend& backend) {
   const int64_t streams = http.open_streams();
   if (left > 0)
     std::fprintf(stderr,
-                 "optimate serve: deadline passed: aborting %lld unfinished requests; %lld open "
-                 "streams end with finish_reason \"abort\" and [DONE]\n",
+                 "optimate serve: aborting %lld unfinished requests; %lld open streams end with "
+                 "finish_reason \"abort\" and [DONE]\n",
                  static_cast<long long>(left), static_cast<long long>(streams));
   backend.shutdown(ShutdownMode::kAbort);  // the abort outputs are now on their way to the clients
   const SteadyClock clock;

@@ -40,6 +40,10 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::get, "/health_generate", bind(&ServingApi::health_generate));
   router.add(http::verb::post, "/v1/completions/render", bind(&ServingApi::render_completion));
   router.add(http::verb::post, "/v1/chat/completions/render", bind(&ServingApi::render_chat));
+  // vLLM's KV-event discovery (vllm-router's kv_aware policy asks every worker): this replica
+  // publishes no KV-cache events, which vLLM answers with an empty list too.
+  router.add(http::verb::get, "/kv_event_sources",
+             [](const HttpRequest&, const std::shared_ptr<HttpExchange>& e) { e->send_json(200, "[]"); });
 }
 
 void ServingApi::models(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {

@@ -211,6 +211,22 @@ def test_cache_aware_renders_on_the_replicas(fleet):
     no_404_in(replicas)
 
 
+def test_kv_aware_routes_by_load_without_kv_events(fleet):
+    # The one remaining policy that calls workers for more than generation and health (the
+    # others, random, consistent_hash, sticky_least_loaded and manual, decide in the router).
+    kind, tmp, replicas = fleet
+    if kind != "vllm":
+        pytest.skip("kv_aware is vllm-router's")
+    router = Router(kind, tmp, replicas, "kv_aware")
+    try:
+        for i in range(2):
+            assert router.complete(SHARED_PREFIX + f"Question {i}?").status_code == 200
+    finally:
+        router.stop()
+    assert all(count_lines(r, '"GET /kv_event_sources HTTP/1.1" 200') >= 1 for r in replicas)
+    no_404_in(replicas)
+
+
 def stream_through(router: Router, prompt: str) -> list[str]:
     """A streamed completion through the router; the finish reasons it reported."""
     finishes = []

@@ -202,7 +202,9 @@ def priority_labels(server) -> dict[str, set]:
 
 def send_random_priorities(server, count: int) -> None:
     async def run() -> None:
-        limits = httpx.Limits(max_connections=64)
+        # Fresh connections: a kept-alive one idle for --http-read-timeout (3 s here) may be
+        # closed just as the next request is sent.
+        limits = httpx.Limits(max_connections=32, max_keepalive_connections=0)
         async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
             rng = random.Random(1234)
             bodies = [{"model": MODEL_NAME, "prompt": "hi", "max_tokens": 1,

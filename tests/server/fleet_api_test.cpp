@@ -88,6 +88,14 @@ TEST(FleetApi, FlushCacheAndResetPrefixCacheReachTheEngine) {
   EXPECT_EQ(c.get("/flush_cache").status, 405);
 }
 
+TEST(FleetApi, KvEventSourcesSayNoneArePublished) {
+  Harness h;
+  TestClient c(h.port());
+  const auto r = c.get("/kv_event_sources");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.json(), Json::array());
+}
+
 TEST(FleetApi, HealthGenerateRunsOneToken) {
   Harness h;
   TestClient c(h.port());
