@@ -83,7 +83,7 @@ def read_all(sock: socket.socket) -> bytes:
 
 
 def test_http10_stream_is_close_delimited(server):
-    body = json.dumps({"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 4, "stream": True,
+    body = json.dumps({"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 2, "stream": True,
                        "ignore_eos": True}).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
         s.sendall(b"POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
