@@ -2,8 +2,9 @@
 //
 // SIGTERM or SIGINT drains: the listener closes, idle connections close, new requests get 503,
 // and requests in progress finish for up to --shutdown-timeout seconds; then every remaining
-// request is aborted (its KV blocks freed) and the process exits 0. A second signal skips the
-// wait. The signals are blocked in every thread and taken synchronously by the main thread, so
+// request is aborted (its KV blocks freed) and answered properly (a stream gets a last chunk
+// with finish_reason "abort", then [DONE]) before the process exits 0. A second signal skips
+// the wait. The signals are blocked in every thread and taken synchronously by the main thread, so
 // no handler runs inside the engine or the network code.
 #include <signal.h>
 
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "apps/commands.h"
 #include "config/engine_cli.h"
@@ -21,6 +23,7 @@
 #include "engine/engine.h"
 #include "metrics/registry.h"
 #include "metrics/serving_metrics.h"
+#include "server/cors.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/router.h"
@@ -40,6 +43,12 @@ struct ServeOptions {
   int http_threads = 2;
   double read_timeout_s = 30.0;
   std::string max_body = "8MiB";
+  std::string allowed_origins = "[\"*\"]";
+  std::string allowed_methods = "[\"*\"]";
+  std::string allowed_headers = "[\"*\"]";
+  bool allow_credentials = false;
+  bool access_log = false;
+  std::string get_load_format = "vllm";
 };
 
 sigset_t shutdown_signals() {
@@ -66,9 +75,27 @@ void drain(server::HttpServer& http, server::EngineBackend& backend, const sigse
     if (http.active_exchanges() == 0 && backend.num_unfinished() == 0) break;
     if (wait_for_signal(signals, 50)) break;
   }
+}
+
+// Ends what the drain left: every request is aborted, so each client gets a complete response
+// (a stream: a last chunk with finish_reason "abort", then [DONE]); then the connections close.
+void abort_the_rest(server::HttpServer& http, server::EngineBackend& backend) {
   const int64_t left = backend.num_unfinished();
-  if (left > 0) std::fprintf(stderr, "optimate serve: aborting %lld unfinished requests\n",
-                             static_cast<long long>(left));
+  const int64_t streams = http.open_streams();
+  if (left > 0)
+    std::fprintf(stderr,
+                 "optimate serve: aborting %lld unfinished requests; %lld open streams end with "
+                 "finish_reason \"abort\" and [DONE]\n",
+                 static_cast<long long>(left), static_cast<long long>(streams));
+  backend.shutdown(ShutdownMode::kAbort);  // the abort outputs are now on their way to the clients
+  const SteadyClock clock;
+  const double flush_deadline_s = clock.now_s() + 2.0;
+  while (http.active_exchanges() > 0 && clock.now_s() < flush_deadline_s)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (const int64_t cut = http.open_streams(); cut > 0)
+    std::fprintf(stderr, "optimate serve: %lld streams were not read in time and were cut\n",
+                 static_cast<long long>(cut));
+  http.close_all();
 }
 
 void run_serve(ServeOptions& o) {
@@ -98,8 +125,12 @@ void run_serve(ServeOptions& o) {
 
   server::Router router(o.api_key);
   const SteadyClock clock;
-  server::ServingApi api(backend, registry, metrics, clock,
-                         {o.max_num_queued_reqs, OPTIMATE_VERSION});
+  server::ApiOptions api_options;
+  api_options.max_num_queued_reqs = o.max_num_queued_reqs;
+  api_options.version = OPTIMATE_VERSION;
+  api_options.load_format =
+      o.get_load_format == "sglang" ? server::LoadFormat::kSglang : server::LoadFormat::kVllm;
+  server::ServingApi api(backend, registry, metrics, clock, api_options);
   api.add_routes(router);
 
   server::HttpOptions http_options;
@@ -108,6 +139,11 @@ void run_serve(ServeOptions& o) {
   http_options.num_threads = o.http_threads;
   http_options.read_timeout_s = o.read_timeout_s;
   http_options.max_body_bytes = static_cast<size_t>(parse_byte_size(o.max_body, "--max-body-size"));
+  http_options.cors.allowed_origins = server::parse_cors_list("--allowed-origins", o.allowed_origins);
+  http_options.cors.allowed_methods = server::parse_cors_list("--allowed-methods", o.allowed_methods);
+  http_options.cors.allowed_headers = server::parse_cors_list("--allowed-headers", o.allowed_headers);
+  http_options.cors.allow_credentials = o.allow_credentials;
+  http_options.access_log = o.access_log;
   server::HttpServer http(http_options, router);
   http.start();
   std::fprintf(stderr, "optimate serve: %s on http://%s:%u (max_model_len %lld)\n", served_name.c_str(),
@@ -117,8 +153,7 @@ void run_serve(ServeOptions& o) {
   while (!wait_for_signal(signals, 1000)) {
   }
   drain(http, backend, signals, o.shutdown_timeout_s);
-  http.close_all();
-  backend.shutdown(ShutdownMode::kAbort);
+  abort_the_rest(http, backend);
   http.stop();
   std::fprintf(stderr, "optimate serve: stopped\n");
 }
@@ -145,6 +180,18 @@ void add_serve_command(CLI::App& app) {
                   "seconds a request may take to arrive (then 408); idle connections close after it")
       ->capture_default_str();
   cmd->add_option("--max-body-size", o->max_body, "largest request body (then 413)")->capture_default_str();
+  cmd->add_option("--allowed-origins", o->allowed_origins,
+                  "CORS: origins allowed to call the API, a JSON list or comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--allowed-methods", o->allowed_methods, "CORS: allowed methods")->capture_default_str();
+  cmd->add_option("--allowed-headers", o->allowed_headers, "CORS: allowed request headers")
+      ->capture_default_str();
+  cmd->add_flag("--allow-credentials", o->allow_credentials, "CORS: allow credentials (cookies)");
+  cmd->add_flag("--access-log", o->access_log, "one line per request on stderr");
+  cmd->add_option("--get-load-format", o->get_load_format,
+                  "GET /get_load answers as vllm-router (vllm) or sglang-router (sglang) reads it")
+      ->check(CLI::IsMember({"vllm", "sglang"}))
+      ->capture_default_str();
   cmd->callback([o] { run_serve(*o); });
 }
 

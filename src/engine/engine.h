@@ -82,6 +82,9 @@ class Engine {
   // Enables (building it if new) or disables an optimizer between steps; disabling falls back
   // to the baseline for the slots it filled.
   void set_optimizer(const OptimizerSpec& spec);
+  // Forgets every cached prefix between steps (after a model or tokenizer change, or on an
+  // operator's request); running and waiting requests keep their blocks.
+  void reset_prefix_cache() { scheduler_->reset_prefix_cache(); }
   std::vector<OptimizerCounters> optimizer_counters() const;
   // The scheduler's state and totals, priorities in the clients' convention.
   EngineStats stats() const;

@@ -160,12 +160,15 @@ void ServingMetrics::set_scheduler_state(const SchedulerSnapshot& s) {
   kv_used_blocks_.set(static_cast<double>(s.kv_used_blocks));
   kv_total_blocks_.set(static_cast<double>(s.kv_total_blocks));
 
+  std::map<std::string, int64_t> waiting_by_label;
+  for (const auto& [priority, count] : s.num_waiting_by_priority)
+    waiting_by_label[priority_labels_.label(priority)] += count;
   std::lock_guard lock(seen_mutex_);
-  for (const auto& [priority, count] : s.num_waiting_by_priority) seen_priorities_.insert(priority);
-  for (int64_t priority : seen_priorities_) {
-    auto it = s.num_waiting_by_priority.find(priority);
-    waiting_by_priority_.labels({model_name_, std::to_string(priority)})
-        .set(it == s.num_waiting_by_priority.end() ? 0.0 : static_cast<double>(it->second));
+  for (const auto& [label, count] : waiting_by_label) seen_priorities_.insert(label);
+  for (const auto& label : seen_priorities_) {
+    auto it = waiting_by_label.find(label);
+    waiting_by_priority_.labels({model_name_, label})
+        .set(it == waiting_by_label.end() ? 0.0 : static_cast<double>(it->second));
   }
   for (const auto& [precision, blocks] : s.kv_blocks_by_precision) seen_precisions_.insert(precision);
   for (const auto& precision : seen_precisions_) {
@@ -193,7 +196,9 @@ void ServingMetrics::record_time_per_output_token(double tpot_s) {
 }
 
 void ServingMetrics::record_finished(const FinishedRequestStats& r) {
-  request_success_.labels({model_name_, r.finish_reason}).inc();
+  const bool known_reason = r.finish_reason == "stop" || r.finish_reason == "length" ||
+                            r.finish_reason == "abort";
+  request_success_.labels({model_name_, known_reason ? r.finish_reason : "other"}).inc();
   auto observe_if = [](Histogram& h, double v) {
     if (v >= 0) h.observe(v);
   };
@@ -203,7 +208,7 @@ void ServingMetrics::record_finished(const FinishedRequestStats& r) {
   observe_if(request_prefill_time_, r.prefill_s);
   observe_if(request_decode_time_, r.decode_s);
   if (r.queue_s >= 0)
-    queue_time_by_priority_.labels({model_name_, std::to_string(r.priority)}).observe(r.queue_s);
+    queue_time_by_priority_.labels({model_name_, priority_labels_.label(r.priority)}).observe(r.queue_s);
   request_prompt_tokens_.observe(static_cast<double>(r.num_prompt_tokens));
   request_generation_tokens_.observe(static_cast<double>(r.num_generation_tokens));
   request_params_n_.observe(static_cast<double>(r.n));

@@ -4,6 +4,10 @@
 //
 // The engine side fills plain structs (one per step, one per finished request, one snapshot of
 // the scheduler at scrape time); this class turns them into metric updates.
+//
+// Every label value comes from a bounded set: the model name and the finish reasons, precisions
+// and optimizer names the engine defines, and priorities mapped by PriorityLabels. Nothing a
+// client sends becomes a label value as sent.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/priority_labels.h"
 #include "metrics/registry.h"
 
 namespace optimate::metrics {
@@ -21,7 +26,7 @@ namespace optimate::metrics {
 struct SchedulerSnapshot {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
-  std::map<int64_t, int64_t> num_waiting_by_priority;
+  std::map<int64_t, int64_t> num_waiting_by_priority;  // engine priority -> sequences
   int64_t kv_used_blocks = 0;
   int64_t kv_total_blocks = 0;
   std::map<std::string, int64_t> kv_blocks_by_precision;  // "bf16", "int8", "int4" -> blocks in use
@@ -41,7 +46,7 @@ struct StepStats {
 // the phase never happened (an aborted request that never got a token has no TTFT).
 struct FinishedRequestStats {
   std::string finish_reason;  // "stop", "length" or "abort"
-  int64_t priority = 0;
+  int64_t priority = 0;       // in the engine's order (larger runs first)
   int64_t num_prompt_tokens = 0;
   int64_t num_generation_tokens = 0;
   int64_t max_tokens = 0;
@@ -56,6 +61,9 @@ struct FinishedRequestStats {
 class ServingMetrics {
  public:
   ServingMetrics(Registry& registry, std::string model_name, int64_t max_model_len);
+
+  // The rule that names priorities in the per-priority series (default: fixed_priority_label).
+  void set_priority_labeler(PriorityLabeler labeler) { priority_labels_.set_labeler(std::move(labeler)); }
 
   void set_scheduler_state(const SchedulerSnapshot& snapshot);
   void record_step(const StepStats& step);
@@ -113,9 +121,10 @@ class ServingMetrics {
   Family<Counter>& optimizer_events_;
   Family<Counter>& rejected_requests_;
 
+  PriorityLabels priority_labels_;
   std::mutex seen_mutex_;
   // Label values once exported keep being exported (at 0) so a series never just vanishes.
-  std::set<int64_t> seen_priorities_;
+  std::set<std::string> seen_priorities_;
   std::set<std::string> seen_precisions_;
 };
 

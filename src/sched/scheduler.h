@@ -69,6 +69,8 @@ class Scheduler {
   const std::deque<SeqId>& waiting_queue() const { return waiting_; }
   const Request* find(SeqId seq) const;
   const kv::KvCacheManager& kv() const { return kv_; }
+  // Forgets every cached prefix; blocks held by a request stay with it, untouched.
+  void reset_prefix_cache() { kv_.pool().reset_prefix_cache(); }
   const SchedulerStats& stats() const { return stats_; }
   optim::MetricsView metrics() const;
   SchedulerSnapshot snapshot() const;

@@ -2,6 +2,9 @@
 //   {"error": {"message": "...", "type": "BadRequestError", "param": "max_tokens", "code": 400}}
 // `type` uses vLLM's names, `code` the HTTP status, so OpenAI SDKs map each status to their
 // own exception class (400 BadRequestError, 401 AuthenticationError, 404 NotFoundError, ...).
+//
+// Messages often quote client input, which may hold a NUL: message() keeps the whole text,
+// where what() (a C string) would stop at the first NUL.
 #pragma once
 
 #include <stdexcept>
@@ -14,8 +17,10 @@ namespace optimate::server {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string message, std::string param = {})
-      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)) {}
+      : std::runtime_error(message), status_(status), message_(std::move(message)),
+        param_(std::move(param)) {}
   int status() const { return status_; }
+  const std::string& message() const { return message_; }
   const std::string& param() const { return param_; }
   // Seconds a client should wait before retrying (503 when the queue is full); 0 = no header.
   int retry_after_s() const { return retry_after_s_; }
@@ -26,6 +31,7 @@ class ApiError : public std::runtime_error {
 
  private:
   int status_;
+  std::string message_;
   std::string param_;
   int retry_after_s_ = 0;
 };

@@ -29,21 +29,27 @@ CompletionRequest parse_completion_request(const Json& body, int64_t vocab_size)
   if (it == body.end() || it->is_null()) bad_request("prompt", "prompt is required");
   const Json& prompt = *it;
   if (prompt.is_string()) {
-    r.prompt = prompt.get<std::string>();
+    r.prompts.emplace_back(prompt.get<std::string>());
   } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
-    r.prompt = token_ids(prompt, vocab_size);
-  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_string()) {
-    r.prompt = prompt[0].get<std::string>();
-  } else if (prompt.is_array() && prompt.size() == 1 && prompt[0].is_array()) {
-    r.prompt = token_ids(prompt[0], vocab_size);
-  } else if (prompt.is_array() && prompt.size() > 1) {
-    bad_request("prompt", "batched prompts are not supported; send one prompt per request");
+    r.prompts.emplace_back(token_ids(prompt, vocab_size));
+  } else if (prompt.is_array() && !prompt.empty()) {
+    // A batch: every item a string, or every item a list of token ids.
+    if (prompt.size() > CompletionRequest::kMaxPrompts)
+      bad_request("prompt", "a request may carry at most {} prompts, got {}",
+                  CompletionRequest::kMaxPrompts, prompt.size());
+    const bool texts = prompt[0].is_string();
+    for (const auto& item : prompt) {
+      if (texts && item.is_string()) r.prompts.emplace_back(item.get<std::string>());
+      else if (!texts && item.is_array()) r.prompts.emplace_back(token_ids(item, vocab_size));
+      else
+        bad_request("prompt", "a list of prompts must hold only strings or only lists of token ids");
+    }
   } else {
-    bad_request("prompt", "prompt must be a string, a list of token ids, or a one-element list");
+    bad_request("prompt", "prompt must be a string, a list of token ids, or a list of either");
   }
-  if (std::holds_alternative<std::vector<int32_t>>(r.prompt) &&
-      std::get<std::vector<int32_t>>(r.prompt).empty())
-    bad_request("prompt", "prompt must not be empty");
+  for (const Prompt& p : r.prompts)
+    if (const auto* ids = std::get_if<std::vector<int32_t>>(&p); ids && ids->empty())
+      bad_request("prompt", "prompt must not be empty");
 
   if (auto v = get_int(body, "logprobs")) r.params.logprobs = *v;
   if (get_bool(body, "echo").value_or(false)) bad_request("echo", "echo is not supported");

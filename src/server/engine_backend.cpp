@@ -1,11 +1,15 @@
 #include "server/engine_backend.h"
 
 #include <chrono>
+#include <climits>
 #include <filesystem>
 #include <future>
 
+#include <fmt/ranges.h>
+
 #include "core/logging.h"
 #include "engine/tokenizer_codec.h"
+#include "optim/priority_levels.h"
 #include "optim/registry.h"
 #include "server/api_error.h"
 
@@ -28,6 +32,15 @@ OptionValue option_value(const std::string& key, const Json& v) {
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) return v.get<std::string>();
   bad_request("options." + key, "option '{}' must be a boolean, number or string", key);
+}
+
+// Hugging Face's names for the architectures the engine runs.
+void describe_architecture(Architecture a, ModelInfo& info) {
+  switch (a) {
+    case Architecture::kLlama: info.model_type = "llama"; info.architectures = {"LlamaForCausalLM"}; return;
+    case Architecture::kMistral: info.model_type = "mistral"; info.architectures = {"MistralForCausalLM"}; return;
+    case Architecture::kQwen2: info.model_type = "qwen2"; info.architectures = {"Qwen2ForCausalLM"}; return;
+  }
 }
 
 Json stop_reason_json(const std::variant<std::monostate, int64_t, std::string>& reason) {
@@ -110,10 +123,20 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   info_.id = options_.served_model_name.empty()
                  ? std::filesystem::path(engine.config().model).filename().string()
                  : options_.served_model_name;
-  info_.max_model_len = engine.limits().max_model_len;
+  const EngineLimits limits = engine.limits();
+  info_.max_model_len = limits.max_model_len;
   info_.vocab_size = engine.runner().config().vocab_size;
   info_.created = unix_seconds();
+  info_.model_path = engine.config().model;
+  info_.tokenizer_path = engine.config().tokenizer.empty() ? engine.config().model : engine.config().tokenizer;
+  describe_architecture(engine.runner().config().architecture, info_);
+  info_.block_size = limits.block_size;
+  info_.num_kv_blocks = limits.num_kv_blocks;
+  info_.max_num_seqs = limits.max_num_seqs;
+  info_.max_num_batched_tokens = limits.max_num_batched_tokens;
   specs_ = engine.config().optimizers;
+  priority_order_ = engine.config().priority_order;
+  update_priority_labels();
   last_stats_ = engine.stats();
   if (metrics_) on_stats(last_stats_);
   engine_ = std::make_unique<AsyncEngine>(std::move(engine));
@@ -167,13 +190,17 @@ int64_t EngineBackend::num_waiting() const {
   return std::max(s.num_waiting, num_live_.load() - s.num_running);
 }
 
+LoadReport EngineBackend::load() const {
+  const EngineStats s = engine_->stats();
+  return {s.num_running, num_waiting(), s.kv_used_blocks * info_.block_size};
+}
+
 void EngineBackend::on_stats(const EngineStats& s) {
   if (!metrics_) return;
   metrics::SchedulerSnapshot snap;
   snap.num_running = s.num_running;
   snap.num_waiting = s.num_waiting;
-  for (const auto& [priority, count] : s.num_waiting_by_priority)
-    snap.num_waiting_by_priority[priority] += count;
+  snap.num_waiting_by_priority = s.num_waiting_by_priority;
   snap.kv_used_blocks = s.kv_used_blocks;
   snap.kv_total_blocks = s.kv_total_blocks;
   snap.kv_blocks_by_precision = s.kv_blocks_by_precision;
@@ -191,13 +218,51 @@ void EngineBackend::on_stats(const EngineStats& s) {
   last_stats_ = s;
 }
 
-Json EngineBackend::list_optimizers() const {
-  auto done = std::make_shared<std::promise<std::vector<OptimizerCounters>>>();
+void EngineBackend::run_and_wait(std::function<void(Engine&)> task) const {
+  auto done = std::make_shared<std::promise<void>>();
   auto future = done->get_future();
-  engine_->run_on_engine([done](Engine& e) { done->set_value(e.optimizer_counters()); });
+  engine_->run_on_engine([done, task = std::move(task)](Engine& e) {
+    try {
+      task(e);
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  });
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
     throw ApiError(503, "The engine did not answer in time.");
-  const std::vector<OptimizerCounters> active = future.get();
+  future.get();  // rethrows what the task threw
+}
+
+void EngineBackend::reset_prefix_cache() {
+  run_and_wait([](Engine& e) { e.reset_prefix_cache(); });
+}
+
+void EngineBackend::update_priority_labels() {
+  if (!metrics_) return;
+  std::optional<OptimizerSpec> priority;
+  {
+    std::lock_guard lock(specs_mutex_);
+    for (const auto& spec : specs_)
+      if (spec.name == "priority" && spec.enabled) priority = spec;
+  }
+  if (priority) {
+    optim::OptionReader reader(*priority);
+    const optim::PriorityOptions levels = optim::PriorityOptions::read(reader, priority_order_);
+    metrics_->set_priority_labeler([levels, order = priority_order_](int64_t p) {
+      return levels.level_name(levels.level_of(to_engine_priority(order, p)));
+    });
+    return;
+  }
+  // The client's own numbers.
+  metrics_->set_priority_labeler([](int64_t p) { return metrics::fixed_priority_label(p); });
+}
+
+Json EngineBackend::list_optimizers() const {
+  // Shared: a task that outlives a timed-out wait must not write to this frame.
+  auto counters = std::make_shared<std::vector<OptimizerCounters>>();
+  run_and_wait([counters](Engine& e) { *counters = e.optimizer_counters(); });
+  const std::vector<OptimizerCounters>& active = *counters;
   auto counters_of = [&](const std::string& name) -> Json {
     for (const auto& a : active) {
       if (a.optimizer != name) continue;
@@ -228,6 +293,10 @@ Json EngineBackend::list_optimizers() const {
 
 Json EngineBackend::update_optimizer(const std::string& name, const Json& body) {
   if (!body.is_object()) bad_request("", "the body must be a JSON object");
+  const auto registry = optim::OptimizerRegistry::with_builtin();
+  if (!registry.contains(name))
+    throw ApiError(404, fmt::format("There is no optimizer `{}`; the optimizers are: {}.", name,
+                                    fmt::join(registry.names(), ", ")));
   OptimizerSpec spec{name, {}, true};
   {
     std::lock_guard lock(specs_mutex_);
@@ -247,26 +316,16 @@ Json EngineBackend::update_optimizer(const std::string& name, const Json& body) 
     // too, or enabling them later fails. The server's engines use the built-in registry.
     OptimizerSpec probe = spec;
     probe.enabled = true;
-    optim::OptimizerRegistry::with_builtin().build(probe);
+    registry.build(probe);
   }
-  auto done = std::make_shared<std::promise<void>>();
-  auto future = done->get_future();
-  engine_->run_on_engine([done, spec](Engine& e) {
-    try {
-      e.set_optimizer(spec);
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
-  });
-  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready)
-    throw ApiError(503, "The engine did not answer in time.");
-  future.get();  // an unknown name or bad option throws Error: 404 / 400
+  // An unknown name or bad option throws Error: 404 / 400.
+  run_and_wait([spec](Engine& e) { e.set_optimizer(spec); });
   {
     std::lock_guard lock(specs_mutex_);
     std::erase_if(specs_, [&](const OptimizerSpec& s) { return s.name == name; });
     specs_.push_back(spec);
   }
+  update_priority_labels();
   Json options = Json::object();
   for (const auto& [k, v] : spec.options) options[k] = option_json(v);
   return {{"name", spec.name}, {"enabled", spec.enabled}, {"options", options}};

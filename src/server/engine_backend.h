@@ -38,11 +38,16 @@ class EngineBackend final : public GenerationBackend {
   void abort(const std::string& request_id) override;
 
   bool healthy() const override { return engine_->running(); }
+  LoadReport load() const override;
   int64_t num_waiting() const override;
   int64_t num_unfinished() const override { return num_live_.load(); }
+  int64_t top_priority() const override {
+    return to_client_priority(priority_order_, std::numeric_limits<int64_t>::max());
+  }
 
   Json list_optimizers() const override;
   Json update_optimizer(const std::string& name, const Json& body) override;
+  void reset_prefix_cache() override;
 
   // kDrain: let submitted requests finish; kAbort: end them now. Blocks until the engine
   // thread has stopped.
@@ -52,8 +57,13 @@ class EngineBackend final : public GenerationBackend {
  private:
   struct Live;
   void on_stats(const EngineStats& stats);
+  // Tells /metrics how to name priorities: the priority optimizer's levels while it is on.
+  void update_priority_labels();
+  // Runs `task` on the engine thread and waits for it (503 if the engine does not answer).
+  void run_and_wait(std::function<void(Engine&)> task) const;
 
   EngineBackendOptions options_;
+  PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;  // the clients' convention
   metrics::ServingMetrics* metrics_;
   ModelInfo info_;
   std::shared_ptr<const Tokenizer> tokenizer_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <span>
 #include <string>
@@ -22,6 +23,22 @@ struct ModelInfo {
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;
   int64_t created = 0;  // unix seconds the model was loaded
+  // What routers read to register a replica (/server_info, /model_info).
+  std::string model_path;      // --model as given
+  std::string tokenizer_path;  // --tokenizer, else the model path
+  std::string model_type;      // Hugging Face model_type: "llama", "mistral", "qwen2"
+  std::vector<std::string> architectures;  // Hugging Face class names: "LlamaForCausalLM"
+  int64_t block_size = 0;      // tokens per KV block
+  int64_t num_kv_blocks = 0;
+  int64_t max_num_seqs = 0;
+  int64_t max_num_batched_tokens = 0;
+};
+
+// A replica's load now, as routers ask for it (GET /get_load).
+struct LoadReport {
+  int64_t num_running = 0;  // sequences being generated
+  int64_t num_waiting = 0;  // sequences queued, submitted ones not yet seen by the scheduler too
+  int64_t kv_used_tokens = 0;  // KV-cache slots held by sequences (whole blocks)
 };
 
 struct BackendRequest {
@@ -64,12 +81,19 @@ class GenerationBackend {
   virtual void abort(const std::string& request_id) = 0;
 
   virtual bool healthy() const = 0;
+  virtual LoadReport load() const = 0;
   virtual int64_t num_waiting() const = 0;  // requests queued, not yet running
   virtual int64_t num_unfinished() const = 0;
+  // The priority value, in the clients' convention, that the engine runs before any other.
+  virtual int64_t top_priority() const { return std::numeric_limits<int64_t>::max(); }
 
   // Run-time optimizer control (GET /v1/optimizers, PUT /v1/optimizers/NAME).
   virtual Json list_optimizers() const = 0;
   virtual Json update_optimizer(const std::string& name, const Json& body) = 0;
+
+  // Forgets every cached prompt prefix (POST /flush_cache, /reset_prefix_cache); requests in
+  // progress keep their KV blocks. Returns once the engine has done it.
+  virtual void reset_prefix_cache() = 0;
 };
 
 }  // namespace optimate::server

@@ -80,21 +80,21 @@ void validate_sampling(const GenerationRequest& r) {
 }
 
 void resolve_max_tokens(GenerationRequest& r, int64_t num_prompt_tokens, int64_t max_model_len,
-                        int64_t default_max_tokens) {
+                        int64_t default_max_tokens, const char* prompt_field) {
   if (num_prompt_tokens >= max_model_len)
-    bad_request("messages",
+    bad_request(prompt_field,
                 "This model's maximum context length is {} tokens. However, you requested {} "
-                "tokens in the messages, Please reduce the length of the messages.",
-                max_model_len, num_prompt_tokens);
+                "tokens in the {}. Please reduce the length of the {}.",
+                max_model_len, num_prompt_tokens, prompt_field, prompt_field);
   int64_t room = max_model_len - num_prompt_tokens;
   int64_t max_tokens = r.max_tokens ? *r.max_tokens : std::min(default_max_tokens, room);
   if (max_tokens > room)
     bad_request("max_tokens",
                 "This model's maximum context length is {} tokens. However, you requested {} "
-                "tokens ({} in the messages, {} in the completion). Please reduce the length of "
-                "the messages or completion.",
+                "tokens ({} in the {}, {} in the completion). Please reduce the length of the "
+                "{} or completion.",
                 max_model_len, saturating_add(max_tokens, num_prompt_tokens), num_prompt_tokens,
-                max_tokens);
+                prompt_field, max_tokens, prompt_field);
   r.params.max_tokens = max_tokens;
   if (r.params.min_tokens > max_tokens)
     bad_request("min_tokens", "min_tokens ({}) must be at most max_tokens ({})",

@@ -11,10 +11,11 @@ GenerationStream::GenerationStream(std::shared_ptr<HttpExchange> exchange, Respo
       metrics_(metrics),
       clock_(clock),
       arrival_ns_(clock.now_ns()),
-      choices_(static_cast<size_t>(settings.n)) {}
+      choices_(static_cast<size_t>(settings.num_choices())) {}
 
 UsageCounts GenerationStream::usage() const {
-  UsageCounts u{settings_.num_prompt_tokens, 0};
+  UsageCounts u;
+  for (int64_t tokens : settings_.num_prompt_tokens) u.prompt_tokens += tokens;
   for (const auto& c : choices_) u.completion_tokens += c.num_tokens;
   return u;
 }
@@ -33,7 +34,7 @@ void GenerationStream::record_timing(const GenerationOutput& out) {
 
 void GenerationStream::on_outputs(const std::vector<GenerationOutput>& outputs) {
   for (const auto& out : outputs) {
-    if (out.index < 0 || out.index >= settings_.n) continue;
+    if (out.index < 0 || out.index >= settings_.num_choices()) continue;
     Choice& c = choices_[static_cast<size_t>(out.index)];
     if (c.finished) continue;
     record_timing(out);
@@ -80,33 +81,15 @@ void GenerationStream::stream_delta(Choice& c, const GenerationOutput& out) {
 
 void GenerationStream::complete() {
   UsageCounts u = usage();
-  if (settings_.stream) {
-    if (settings_.include_usage) exchange_->send_event(sse_event(usage_chunk(meta_, u, settings_.kind == ApiKind::kChat)));
-    exchange_->send_event(std::string(kSseDone));
-    exchange_->finish_events();
-  } else {
-    std::vector<ChoiceDelta> all;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      auto& c = choices_[i];
-      ChoiceDelta d;
-      d.index = static_cast<int64_t>(i);
-      d.text = std::move(c.text);
-      d.logprobs = std::move(c.logprobs);
-      d.want_logprobs = settings_.want_logprobs;
-      d.finish_reason = c.finish_reason;
-      d.stop_reason = c.stop_reason;
-      all.push_back(std::move(d));
-    }
-    exchange_->send_json(200, settings_.kind == ApiKind::kChat ? chat_response(meta_, all, u)
-                                                               : completion_response(meta_, all, u));
-  }
+  // Metrics first: a client that reads /metrics once its response is in sees this request.
   if (metrics_) {
     double e2e_s = static_cast<double>(clock_.now_ns() - arrival_ns_) * 1e-9;
-    for (const auto& c : choices_) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      const Choice& c = choices_[i];
       metrics::FinishedRequestStats f;
       f.finish_reason = c.finish_reason;
       f.priority = settings_.priority;
-      f.num_prompt_tokens = settings_.num_prompt_tokens;
+      f.num_prompt_tokens = settings_.num_prompt_tokens[i / static_cast<size_t>(settings_.n)];
       f.num_generation_tokens = c.num_tokens;
       f.max_tokens = settings_.max_tokens;
       f.n = settings_.n;
@@ -119,6 +102,26 @@ void GenerationStream::complete() {
       metrics_->record_time_per_output_token(static_cast<double>(last_token_ns_ - first_token_ns_) *
                                              1e-9 / static_cast<double>(u.completion_tokens - 1));
   }
+  if (settings_.stream) {
+    if (settings_.include_usage) exchange_->send_event(sse_event(usage_chunk(meta_, u, settings_.kind == ApiKind::kChat)));
+    exchange_->send_event(std::string(kSseDone));
+    exchange_->finish_events();
+    return;
+  }
+  std::vector<ChoiceDelta> all;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    auto& c = choices_[i];
+    ChoiceDelta d;
+    d.index = static_cast<int64_t>(i);
+    d.text = std::move(c.text);
+    d.logprobs = std::move(c.logprobs);
+    d.want_logprobs = settings_.want_logprobs;
+    d.finish_reason = c.finish_reason;
+    d.stop_reason = c.stop_reason;
+    all.push_back(std::move(d));
+  }
+  exchange_->send_json(200, settings_.kind == ApiKind::kChat ? chat_response(meta_, all, u)
+                                                             : completion_response(meta_, all, u));
 }
 
 }  // namespace optimate::server

@@ -1,6 +1,9 @@
 // Turns one request's engine outputs into its HTTP response: SSE chunks as they come, or one
 // JSON body when every choice has finished; records the request's latency metrics.
 //
+// A /v1/completions request may carry several prompts; as in vLLM, prompt p's n choices are
+// choices p * n .. p * n + n - 1 of one response, and usage sums over the prompts.
+//
 // on_outputs() runs on the exchange's strand, so a stream needs no lock of its own.
 #pragma once
 
@@ -25,10 +28,11 @@ struct StreamSettings {
   bool include_usage = false;
   bool continuous_usage_stats = false;
   bool want_logprobs = false;
-  int64_t n = 1;
-  int64_t num_prompt_tokens = 0;
+  int64_t n = 1;  // choices per prompt
+  std::vector<int64_t> num_prompt_tokens;  // one entry per prompt
   int64_t max_tokens = 0;
-  int64_t priority = 0;  // as the client sent it (metric label)
+  int64_t priority = 0;  // in the engine's order (metrics map it to a bounded label)
+  int64_t num_choices() const { return n * static_cast<int64_t>(num_prompt_tokens.size()); }
 };
 
 class GenerationStream {
@@ -37,7 +41,7 @@ class GenerationStream {
                    StreamSettings settings, metrics::ServingMetrics* metrics, const Clock& clock);
 
   void on_outputs(const std::vector<GenerationOutput>& outputs);
-  bool done() const { return num_finished_ == settings_.n; }
+  bool done() const { return num_finished_ == settings_.num_choices(); }
 
  private:
   struct Choice {

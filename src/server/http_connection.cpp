@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/api_error.h"
+#include "server/cors.h"
 #include "server/http_server.h"
 #include "server/router.h"
 
@@ -75,7 +76,11 @@ HttpConnection::HttpConnection(net::ip::tcp::socket socket, HttpServer& server)
     : stream_(std::move(socket)),
       server_(server),
       options_(server.options()),
-      read_timer_(stream_.get_executor()) {}
+      read_timer_(stream_.get_executor()) {
+  boost::system::error_code ec;
+  const auto peer = stream_.socket().remote_endpoint(ec);
+  remote_ = ec ? std::string("-") : fmt::format("{}:{}", peer.address().to_string(), peer.port());
+}
 
 void HttpConnection::start() {
   net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
@@ -152,16 +157,56 @@ void HttpConnection::handle(HttpRequest request) {
   response_started_ = false;
   response_complete_ = false;
   keep_alive_ = request.keep_alive();
+  head_only_ = request.method() == http::verb::head;
+  close_delimited_ = false;
   on_disconnect_ = nullptr;
+  begin_record(request);
   server_.exchange_started();
   watch();
   auto exchange = std::make_shared<ConnectionExchange>(shared_from_this(), exchange_id_);
+  const bool preflight = Cors::is_preflight(request);
+  cors_headers_ = preflight ? std::vector<Header>{} : server_.cors().response_headers(request);
   if (server_.draining()) {
     keep_alive_ = false;
     send_error(*exchange, 503, "The server is shutting down.", {}, 1);
     return;
   }
+  if (preflight) {
+    CorsPreflightAnswer answer = server_.cors().preflight(request);
+    send(exchange_id_, answer.status, "text/plain; charset=utf-8", std::move(answer.body),
+         std::move(answer.headers));
+    return;
+  }
   server_.router().route(request, exchange);
+}
+
+void HttpConnection::begin_record(const HttpRequest& request) {
+  record_ = AccessRecord{remote_, std::string(request.method_string()), std::string(request.target()),
+                         request.version(), 0, 0, 0.0};
+  started_ = std::chrono::steady_clock::now();
+  record_open_ = true;
+}
+
+void HttpConnection::write_record() {
+  if (!record_open_) return;
+  record_open_ = false;
+  if (AccessLog* log = server_.access_log()) {
+    record_.duration_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    log->write(record_);
+  }
+}
+
+std::string HttpConnection::response_head(int status, std::string_view content_type,
+                                           std::optional<size_t> content_length,
+                                           const std::vector<Header>& headers) const {
+  std::string out = status_line(status);
+  out += fmt::format("Content-Type: {}\r\n", content_type);
+  if (content_length) out += fmt::format("Content-Length: {}\r\n", *content_length);
+  for (const auto& [name, value] : headers) out += fmt::format("{}: {}\r\n", name, value);
+  for (const auto& [name, value] : cors_headers_) out += fmt::format("{}: {}\r\n", name, value);
+  out += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  return out;
 }
 
 // While a response is pending, keep one read outstanding: it completes at once when the
@@ -196,21 +241,26 @@ void HttpConnection::send(uint64_t id, int status, std::string_view content_type
   response_started_ = true;
   response_complete_ = true;
   if (server_.draining()) keep_alive_ = false;
-  std::string out = status_line(status);
-  out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", content_type, body.size());
-  for (const auto& [name, value] : headers) out += fmt::format("{}: {}\r\n", name, value);
-  out += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  out += body;
+  record_.status = status;
+  // HEAD: the same headers, Content-Length included, and no body.
+  record_.body_bytes = head_only_ ? 0 : body.size();
+  std::string out = response_head(status, content_type, body.size(), headers);
+  if (!head_only_) out += body;
   enqueue(std::move(out));
 }
 
 void HttpConnection::start_events(uint64_t id) {
   if (!current(id) || response_started_) return;
   response_started_ = true;
-  enqueue(status_line(200) +
-          "Content-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
-          "Transfer-Encoding: chunked\r\n" +
-          (keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n"));
+  streaming_ = true;
+  server_.stream_started();
+  record_.status = 200;
+  // HTTP/1.0 has no chunked encoding: the body runs until the connection closes.
+  close_delimited_ = record_.version < 11;
+  if (close_delimited_) keep_alive_ = false;
+  std::vector<Header> headers = {{"Cache-Control", "no-cache"}};
+  if (!close_delimited_) headers.emplace_back("Transfer-Encoding", "chunked");
+  enqueue(response_head(200, "text/event-stream; charset=utf-8", std::nullopt, headers));
 }
 
 void HttpConnection::send_event(uint64_t id, std::string framed) {
@@ -219,14 +269,20 @@ void HttpConnection::send_event(uint64_t id, std::string framed) {
     spdlog::info("dropping a client that reads too slowly ({} bytes queued)", outbox_bytes_);
     return client_gone();
   }
-  enqueue(fmt::format("{:x}\r\n{}\r\n", framed.size(), framed));
+  record_.body_bytes += framed.size();
+  if (close_delimited_) enqueue(std::move(framed));
+  else enqueue(fmt::format("{:x}\r\n{}\r\n", framed.size(), framed));
 }
 
 void HttpConnection::finish_events(uint64_t id) {
   if (!current(id) || !response_started_ || response_complete_) return;
   response_complete_ = true;
+  streaming_ = false;
+  server_.stream_finished();
   if (server_.draining()) keep_alive_ = false;
-  enqueue("0\r\n\r\n");
+  if (!close_delimited_) return enqueue("0\r\n\r\n");
+  // Nothing marks the end but the close: once the queued events are written.
+  if (!writing_ && outbox_.empty()) finish_exchange();
 }
 
 void HttpConnection::set_disconnect_callback(uint64_t id, std::function<void()> callback) {
@@ -271,6 +327,7 @@ void HttpConnection::on_write(beast::error_code ec) {
 }
 
 void HttpConnection::finish_exchange() {
+  write_record();
   exchange_open_ = false;
   on_disconnect_ = nullptr;
   server_.exchange_finished();
@@ -285,9 +342,17 @@ void HttpConnection::finish_exchange() {
 }
 
 void HttpConnection::reject_and_close(int status, const std::string& message) {
+  if (!record_open_) {
+    // The request never arrived whole: no method or target to log.
+    record_ = AccessRecord{remote_, "-", "-", 11, 0, 0, 0.0};
+    started_ = std::chrono::steady_clock::now();
+    record_open_ = true;
+  }
+  record_.status = status;
   keep_alive_ = false;
   close_after_write_ = true;
   std::string body = error_body(status, message);
+  record_.body_bytes = body.size();
   enqueue(status_line(status) +
           fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                       body.size()) +
@@ -336,6 +401,11 @@ void HttpConnection::force_close() { client_gone(); }
 void HttpConnection::close() {
   if (closed_) return;
   closed_ = true;
+  write_record();
+  if (streaming_) {
+    streaming_ = false;
+    server_.stream_finished();
+  }
   if (exchange_open_) {
     exchange_open_ = false;
     server_.exchange_finished();

@@ -2,6 +2,12 @@
 // HttpExchange, writes whole or streamed (chunked SSE) responses from a queue, and watches the
 // socket while a response is pending so a client that hangs up is noticed at once.
 //
+// HTTP rules kept here: a response to HEAD carries the headers of the GET response and never a
+// body (the next response on the connection would be misread otherwise); a stream to an
+// HTTP/1.0 client, which has no chunked encoding, is delimited by closing the connection; CORS
+// preflights are answered before routing, and other cross-origin responses get their
+// Access-Control-* headers.
+//
 // All state lives on the connection's strand; exchanges post onto it from any thread.
 #pragma once
 
@@ -12,12 +18,15 @@
 #include <optional>
 #include <string>
 
+#include <chrono>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 
+#include "server/access_log.h"
 #include "server/http_exchange.h"
 #include "server/http_options.h"
 
@@ -49,6 +58,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void on_header(boost::beast::error_code ec);
   void on_read(boost::beast::error_code ec);
   void handle(HttpRequest request);
+  void begin_record(const HttpRequest& request);
+  void write_record();
+  // Status line and headers; no Content-Length for a stream.
+  std::string response_head(int status, std::string_view content_type,
+                            std::optional<size_t> content_length,
+                            const std::vector<Header>& headers) const;
   void watch();
   void on_watch(boost::beast::error_code ec, size_t bytes);
   void enqueue(std::string bytes);
@@ -82,7 +97,17 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   bool lingering_ = false;
   bool writing_ = false;
   bool closed_ = false;
+  bool head_only_ = false;        // the request is HEAD: headers only
+  bool close_delimited_ = false;  // an HTTP/1.0 stream: raw events, then close
+  bool streaming_ = false;        // events started and not finished (counted by the server)
+  std::vector<Header> cors_headers_;  // for every response of the current exchange
   std::function<void()> on_disconnect_;
+
+  // The current exchange, for the access log.
+  std::string remote_;
+  AccessRecord record_;
+  std::chrono::steady_clock::time_point started_;
+  bool record_open_ = false;
 
   std::deque<std::string> outbox_;
   size_t outbox_bytes_ = 0;

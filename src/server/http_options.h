@@ -1,11 +1,22 @@
-// Limits and timeouts of the HTTP front end.
+// Limits, timeouts and cross-origin rules of the HTTP front end.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace optimate::server {
+
+// Cross-origin resource sharing, with vLLM's flags and defaults (--allowed-origins,
+// --allowed-methods, --allowed-headers, --allow-credentials): any origin may call the API,
+// without credentials. "*" in a list allows everything.
+struct CorsOptions {
+  std::vector<std::string> allowed_origins = {"*"};
+  std::vector<std::string> allowed_methods = {"*"};
+  std::vector<std::string> allowed_headers = {"*"};
+  bool allow_credentials = false;
+};
 
 struct HttpOptions {
   std::string host = "0.0.0.0";
@@ -21,6 +32,9 @@ struct HttpOptions {
   // A streaming client this far behind is dropped and its request aborted, so a slow reader
   // costs bounded memory and never stalls the engine.
   size_t max_pending_write_bytes = 4u << 20;
+  CorsOptions cors;
+  // One line per answered request on stderr (--access-log).
+  bool access_log = false;
 };
 
 }  // namespace optimate::server

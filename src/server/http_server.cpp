@@ -16,6 +16,8 @@ using tcp = net::ip::tcp;
 HttpServer::HttpServer(HttpOptions options, const Router& router)
     : options_(std::move(options)),
       router_(router),
+      cors_(options_.cors),
+      access_log_(options_.access_log ? std::make_unique<AccessLog>(stderr) : nullptr),
       work_(ioc_.get_executor()),
       accept_strand_(net::make_strand(ioc_)),
       acceptor_(accept_strand_),

@@ -17,6 +17,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "server/access_log.h"
+#include "server/cors.h"
 #include "server/http_options.h"
 
 namespace optimate::server {
@@ -40,6 +42,8 @@ class HttpServer {
   void begin_drain();
   bool draining() const { return draining_.load(); }
   int64_t active_exchanges() const { return active_exchanges_.load(); }
+  // Event streams started and not yet ended (or cut).
+  int64_t open_streams() const { return open_streams_.load(); }
   // Step 2 (after the drain deadline): drop every connection, then stop the threads.
   void close_all();
   void stop();
@@ -47,10 +51,14 @@ class HttpServer {
   boost::asio::io_context& io_context() { return ioc_; }
   const HttpOptions& options() const { return options_; }
   const Router& router() const { return router_; }
+  const Cors& cors() const { return cors_; }
+  AccessLog* access_log() { return access_log_.get(); }  // null unless --access-log
 
   // Bookkeeping called by connections.
   void exchange_started() { ++active_exchanges_; }
   void exchange_finished() { --active_exchanges_; }
+  void stream_started() { ++open_streams_; }
+  void stream_finished() { --open_streams_; }
   void connection_closed(HttpConnection* connection);
 
  private:
@@ -58,6 +66,8 @@ class HttpServer {
 
   HttpOptions options_;
   const Router& router_;
+  Cors cors_;
+  std::unique_ptr<AccessLog> access_log_;
   boost::asio::io_context ioc_;
   // Keeps the threads running between connections until stop().
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
@@ -68,6 +78,7 @@ class HttpServer {
   std::vector<std::thread> threads_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> active_exchanges_{0};
+  std::atomic<int64_t> open_streams_{0};
   std::mutex connections_mutex_;
   std::unordered_map<HttpConnection*, std::weak_ptr<HttpConnection>> connections_;
 };

@@ -1,7 +1,7 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) parsed and validated into
 // plain structs with SamplingParams, including vLLM's extra fields. Unknown fields are ignored
 // as vLLM ignores them; features Optimate does not build (tools, images, logit_bias, echo,
-// suffix, JSON mode, batched prompts) are refused with a 400 that says so.
+// suffix, JSON mode) are refused with a 400 that says so.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +29,14 @@ struct GenerationRequest {
   bool add_special_tokens = true;
 };
 
+// Text, or token ids.
+using Prompt = std::variant<std::string, std::vector<int32_t>>;
+
 struct CompletionRequest : GenerationRequest {
-  std::variant<std::string, std::vector<int32_t>> prompt;
+  // One prompt, or a batch (a list of strings or of token-id lists): vLLM answers a batch with
+  // one response holding n choices per prompt.
+  std::vector<Prompt> prompts;
+  static constexpr size_t kMaxPrompts = 1024;
 };
 
 struct ChatRequest : GenerationRequest {
@@ -48,7 +54,10 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size);
 // Fills the caller's max_tokens default and checks the context length the way vLLM words it:
 // "This model's maximum context length is N tokens. However, you requested M tokens (P in the
 // messages, C in the completion). Please reduce the length of the messages or completion."
+// `prompt_field` is the field that holds the prompt ("messages" for chat, "prompt" for
+// completions): the error names it, as text and as `param`.
 void resolve_max_tokens(GenerationRequest& request, int64_t num_prompt_tokens,
-                        int64_t max_model_len, int64_t default_max_tokens);
+                        int64_t max_model_len, int64_t default_max_tokens,
+                        const char* prompt_field);
 
 }  // namespace optimate::server

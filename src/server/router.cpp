@@ -1,5 +1,7 @@
 #include "server/router.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
@@ -20,6 +22,23 @@ void send_error(HttpExchange& exchange, int status, const std::string& message,
 std::string Router::path_of(const HttpRequest& request) {
   std::string_view target(request.target().data(), request.target().size());
   return std::string(target.substr(0, target.find('?')));
+}
+
+std::optional<std::string> Router::query_param(const HttpRequest& request, std::string_view name) {
+  std::string_view target(request.target().data(), request.target().size());
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name)
+      return std::string(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
 }
 
 void Router::add(http::verb method, std::string path, Handler handler) {
@@ -46,6 +65,17 @@ bool Router::authorized(const HttpRequest& request) const {
   return diff == 0;
 }
 
+std::string Router::allowed_methods(const std::map<http::verb, Handler>& handlers) {
+  std::vector<std::string> names;
+  for (const auto& [method, handler] : handlers) names.emplace_back(http::to_string(method));
+  if (handlers.count(http::verb::get) && !handlers.count(http::verb::head)) names.emplace_back("HEAD");
+  names.emplace_back("OPTIONS");
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const {
   const std::string path = path_of(request);
   const std::map<http::verb, Handler>* handlers = nullptr;
@@ -54,6 +84,12 @@ void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchang
   } else {
     for (const auto& [prefix, hs] : prefixes_)
       if (path.starts_with(prefix) && path.size() > prefix.size()) handlers = &hs;
+  }
+  // OPTIONS asks what a path takes; like vLLM, it needs no API key (browsers send none).
+  if (request.method() == http::verb::options) {
+    if (!handlers) send_error(*exchange, 404, "Not Found: " + path);
+    else exchange->send(200, "text/plain; charset=utf-8", "", {{"Allow", allowed_methods(*handlers)}});
+    return;
   }
   try {
     if (path.starts_with("/v1/") && !authorized(request)) {
@@ -64,14 +100,18 @@ void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchang
       send_error(*exchange, 404, "Not Found: " + path);
       return;
     }
-    auto handler = handlers->find(request.method());
+    // HEAD is GET without the body (the connection drops it).
+    auto method = request.method();
+    if (method == http::verb::head && !handlers->count(method)) method = http::verb::get;
+    auto handler = handlers->find(method);
     if (handler == handlers->end()) {
-      send_error(*exchange, 405, "Method Not Allowed");
+      exchange->send_json(405, error_body(405, "Method Not Allowed"),
+                          {{"Allow", allowed_methods(*handlers)}});
       return;
     }
     handler->second(request, exchange);
   } catch (const ApiError& e) {
-    send_error(*exchange, e.status(), e.what(), e.param(), e.retry_after_s());
+    send_error(*exchange, e.status(), e.message(), e.param(), e.retry_after_s());
   } catch (const Error& e) {
     int status = e.code() == ErrorCode::kInvalidArgument   ? 400
                  : e.code() == ErrorCode::kNotFound          ? 404

@@ -1,10 +1,14 @@
 // Maps method + path to handlers, enforces --api-key on /v1/*, and turns ApiError (or any
 // escaped exception) into an OpenAI error response so no request can take the server down.
+// HEAD runs a path's GET handler (the connection sends no body); OPTIONS and 405 answers name
+// the path's methods in `Allow`.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <utility>
 
@@ -28,9 +32,13 @@ class Router {
 
   // Strips the query string.
   static std::string path_of(const HttpRequest& request);
+  // The value of `name` in the query string, as sent (no percent-decoding); nullopt if absent.
+  static std::optional<std::string> query_param(const HttpRequest& request, std::string_view name);
 
  private:
   bool authorized(const HttpRequest& request) const;
+  static std::string allowed_methods(
+      const std::map<boost::beast::http::verb, Handler>& handlers);
 
   std::string api_key_;
   std::map<std::string, std::map<boost::beast::http::verb, Handler>> exact_;

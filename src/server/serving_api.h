@@ -1,6 +1,8 @@
-// The HTTP API of `optimate serve`: OpenAI endpoints (serving_api_openai.cpp) and the
+// The HTTP API of `optimate serve`: OpenAI endpoints (serving_api_openai.cpp), the
 // operational ones, /health, /metrics, /version, /tokenize, /detokenize, /v1/optimizers
-// (serving_api_admin.cpp).
+// (serving_api_admin.cpp), and what fleet routers (vllm-router, sglang-router) call on a
+// replica: /get_load, /server_info, /model_info, /flush_cache, /health_generate and the
+// render endpoints (serving_api_fleet.cpp).
 #pragma once
 
 #include <atomic>
@@ -17,10 +19,21 @@
 
 namespace optimate::server {
 
+// The shape of GET /get_load. The routers send identical requests and parse incompatible
+// answers, so the operator says which router a replica serves; ?format= overrides it.
+enum class LoadFormat {
+  kVllm,    // vllm-router: {"load": running + waiting requests}
+  kSglang,  // sglang-router: [{"dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"}]
+};
+
 struct ApiOptions {
   int64_t max_num_queued_reqs = -1;  // < 0: unbounded; past it, 503 with Retry-After
   std::string version;
+  LoadFormat load_format = LoadFormat::kVllm;
 };
+
+// "chatcmpl-" + 32 random hex digits, the shape of vLLM's ids.
+std::string random_request_id(std::string_view prefix);
 
 class ServingApi {
  public:
@@ -40,13 +53,28 @@ class ServingApi {
   void detokenize(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void list_optimizers(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void update_optimizer(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  // Fleet routers (serving_api_fleet.cpp).
+  void get_load(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void server_info(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void model_info(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void flush_cache(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void health_generate(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void render_completion(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void render_chat(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
 
   void check_model(const std::string& requested) const;
-  void check_queue() const;
-  // Submits and wires outputs and disconnects to the exchange.
-  void start_generation(GenerationRequest& request, std::vector<int32_t> prompt_ids,
-                        ApiKind kind, bool want_logprobs,
-                        const std::shared_ptr<HttpExchange>& exchange);
+  // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs.
+  void check_queue(int64_t num_new = 1) const;
+  // The token ids of each prompt of a completion request (none empty).
+  std::vector<std::vector<int32_t>> completion_prompts(const CompletionRequest& request) const;
+  std::vector<int32_t> chat_prompt(const ChatRequest& request) const;
+  // The request's sampling parameters for one prompt: max_tokens resolved, context checked.
+  SamplingParams prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
+                               ApiKind kind) const;
+  // Submits one engine request per prompt and wires outputs and disconnects to the exchange.
+  void start_generation(const GenerationRequest& request,
+                        std::vector<std::vector<int32_t>> prompts, ApiKind kind,
+                        bool want_logprobs, const std::shared_ptr<HttpExchange>& exchange);
 
   GenerationBackend& backend_;
   metrics::Registry& registry_;

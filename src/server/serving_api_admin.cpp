@@ -29,6 +29,21 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::post, "/detokenize", bind(&ServingApi::detokenize));
   router.add(http::verb::get, "/v1/optimizers", bind(&ServingApi::list_optimizers));
   router.add_prefix(http::verb::put, "/v1/optimizers/", bind(&ServingApi::update_optimizer));
+  // Fleet routers: both vLLM's and SGLang's names where they differ.
+  router.add(http::verb::get, "/get_load", bind(&ServingApi::get_load));
+  router.add(http::verb::get, "/server_info", bind(&ServingApi::server_info));
+  router.add(http::verb::get, "/get_server_info", bind(&ServingApi::server_info));
+  router.add(http::verb::get, "/model_info", bind(&ServingApi::model_info));
+  router.add(http::verb::get, "/get_model_info", bind(&ServingApi::model_info));
+  router.add(http::verb::post, "/flush_cache", bind(&ServingApi::flush_cache));
+  router.add(http::verb::post, "/reset_prefix_cache", bind(&ServingApi::flush_cache));
+  router.add(http::verb::get, "/health_generate", bind(&ServingApi::health_generate));
+  router.add(http::verb::post, "/v1/completions/render", bind(&ServingApi::render_completion));
+  router.add(http::verb::post, "/v1/chat/completions/render", bind(&ServingApi::render_chat));
+  // vLLM's KV-event discovery (vllm-router's kv_aware policy asks every worker): this replica
+  // publishes no KV-cache events, which vLLM answers with an empty list too.
+  router.add(http::verb::get, "/kv_event_sources",
+             [](const HttpRequest&, const std::shared_ptr<HttpExchange>& e) { e->send_json(200, "[]"); });
 }
 
 void ServingApi::models(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {

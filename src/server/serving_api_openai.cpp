@@ -10,15 +10,14 @@
 
 namespace optimate::server {
 
-namespace {
-
-std::string random_hex(size_t num_chars) {
+std::string random_request_id(std::string_view prefix) {
   thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string out;
-  while (out.size() < num_chars) out += fmt::format("{:016x}", rng());
-  out.resize(num_chars);
+  std::string out(prefix);
+  for (int i = 0; i < 2; ++i) out += fmt::format("{:016x}", rng());
   return out;
 }
+
+namespace {
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -33,8 +32,9 @@ void ServingApi::check_model(const std::string& requested) const {
     throw ApiError(404, fmt::format("The model `{}` does not exist.", requested), "model");
 }
 
-void ServingApi::check_queue() const {
-  if (options_.max_num_queued_reqs >= 0 && backend_.num_waiting() >= options_.max_num_queued_reqs) {
+void ServingApi::check_queue(int64_t num_new) const {
+  if (options_.max_num_queued_reqs >= 0 &&
+      backend_.num_waiting() + num_new > options_.max_num_queued_reqs) {
     metrics_.record_rejected("queue_full");
     throw ApiError(503, fmt::format("The server is overloaded: {} requests are already queued "
                                     "(--max-num-queued-reqs). Retry later.",
@@ -43,16 +43,45 @@ void ServingApi::check_queue() const {
   }
 }
 
-void ServingApi::start_generation(GenerationRequest& r, std::vector<int32_t> prompt_ids,
-                                  ApiKind kind, bool want_logprobs,
-                                  const std::shared_ptr<HttpExchange>& exchange) {
-  const ModelInfo& model = backend_.model();
-  resolve_max_tokens(r, static_cast<int64_t>(prompt_ids.size()), model.max_model_len,
-                     kind == ApiKind::kChat ? std::numeric_limits<int64_t>::max() : 16);
-  check_queue();
+std::vector<std::vector<int32_t>> ServingApi::completion_prompts(const CompletionRequest& r) const {
+  std::vector<std::vector<int32_t>> out;
+  out.reserve(r.prompts.size());
+  for (const Prompt& p : r.prompts) {
+    if (const auto* text = std::get_if<std::string>(&p)) out.push_back(backend_.tokenize(*text, r.add_special_tokens));
+    else out.push_back(std::get<std::vector<int32_t>>(p));
+    if (out.back().empty()) bad_request("prompt", "prompt must not be empty");
+  }
+  return out;
+}
 
-  ResponseMeta meta{(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-") + random_hex(32),
-                    unix_seconds(), model.id};
+std::vector<int32_t> ServingApi::chat_prompt(const ChatRequest& r) const {
+  std::vector<int32_t> ids =
+      backend_.tokenize(backend_.render_chat(r.messages, r.add_generation_prompt), r.add_special_tokens);
+  if (ids.empty()) bad_request("messages", "the rendered conversation is empty");
+  return ids;
+}
+
+SamplingParams ServingApi::prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
+                                         ApiKind kind) const {
+  GenerationRequest r = request;
+  if (kind == ApiKind::kChat)
+    resolve_max_tokens(r, num_prompt_tokens, backend_.model().max_model_len,
+                       std::numeric_limits<int64_t>::max(), "messages");
+  else
+    resolve_max_tokens(r, num_prompt_tokens, backend_.model().max_model_len, 16, "prompt");
+  return r.params;
+}
+
+void ServingApi::start_generation(const GenerationRequest& r,
+                                  std::vector<std::vector<int32_t>> prompts, ApiKind kind,
+                                  bool want_logprobs, const std::shared_ptr<HttpExchange>& exchange) {
+  std::vector<SamplingParams> params;
+  for (const auto& ids : prompts) params.push_back(prompt_params(r, static_cast<int64_t>(ids.size()), kind));
+  check_queue(static_cast<int64_t>(prompts.size()));
+
+  const int64_t priority = r.priority;  // the client's value: the engine knows its convention
+  ResponseMeta meta{random_request_id(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"),
+                    unix_seconds(), backend_.model().id};
   StreamSettings settings;
   settings.kind = kind;
   settings.stream = r.stream;
@@ -60,22 +89,36 @@ void ServingApi::start_generation(GenerationRequest& r, std::vector<int32_t> pro
   settings.continuous_usage_stats = r.continuous_usage_stats;
   settings.want_logprobs = want_logprobs;
   settings.n = r.params.n;
-  settings.num_prompt_tokens = static_cast<int64_t>(prompt_ids.size());
-  settings.max_tokens = r.params.max_tokens;
-  settings.priority = r.priority;
+  for (const auto& ids : prompts) settings.num_prompt_tokens.push_back(static_cast<int64_t>(ids.size()));
+  settings.max_tokens = params.front().max_tokens;
+  settings.priority = priority;
   auto stream = std::make_shared<GenerationStream>(exchange, meta, settings, &metrics_, clock_);
 
-  BackendRequest request;
-  request.request_id = meta.id;
-  request.prompt_token_ids = std::move(prompt_ids);
-  request.params = r.params;
-  request.priority = r.priority;  // the client's value: the engine knows its convention
-
-  // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
-  backend_.submit(std::move(request), [stream, exchange](std::vector<GenerationOutput> outputs) {
-    exchange->post([stream, outputs = std::move(outputs)] { stream->on_outputs(outputs); });
+  // One engine request per prompt; prompt p's choices are p * n .. p * n + n - 1.
+  std::vector<std::string> ids;
+  try {
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      BackendRequest request;
+      request.request_id = prompts.size() == 1 ? meta.id : fmt::format("{}-{}", meta.id, p);
+      request.prompt_token_ids = std::move(prompts[p]);
+      request.params = params[p];
+      request.priority = priority;
+      ids.push_back(request.request_id);
+      const int64_t first_choice = static_cast<int64_t>(p) * r.params.n;
+      // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
+      backend_.submit(std::move(request), [stream, exchange, first_choice](std::vector<GenerationOutput> outputs) {
+        for (auto& out : outputs) out.index += first_choice;
+        exchange->post([stream, outputs = std::move(outputs)] { stream->on_outputs(outputs); });
+      });
+    }
+  } catch (...) {
+    ids.pop_back();  // the one refused
+    for (const auto& id : ids) backend_.abort(id);
+    throw;
+  }
+  exchange->on_disconnect([backend = &backend_, ids] {
+    for (const auto& id : ids) backend->abort(id);
   });
-  exchange->on_disconnect([backend = &backend_, id = meta.id] { backend->abort(id); });
   if (r.stream) exchange->start_events();
 }
 
@@ -84,12 +127,8 @@ void ServingApi::completions(const HttpRequest& http_request,
   Json body = parse_json_body(http_request.body());
   CompletionRequest r = parse_completion_request(body, backend_.model().vocab_size);
   check_model(r.model);
-  std::vector<int32_t> ids;
-  if (auto* text = std::get_if<std::string>(&r.prompt)) ids = backend_.tokenize(*text, r.add_special_tokens);
-  else ids = std::get<std::vector<int32_t>>(r.prompt);
-  if (ids.empty()) bad_request("prompt", "prompt must not be empty");
-  bool want_logprobs = r.params.logprobs.has_value();
-  start_generation(r, std::move(ids), ApiKind::kCompletion, want_logprobs, exchange);
+  const bool want_logprobs = r.params.logprobs.has_value();
+  start_generation(r, completion_prompts(r), ApiKind::kCompletion, want_logprobs, exchange);
 }
 
 void ServingApi::chat_completions(const HttpRequest& http_request,
@@ -97,10 +136,7 @@ void ServingApi::chat_completions(const HttpRequest& http_request,
   Json body = parse_json_body(http_request.body());
   ChatRequest r = parse_chat_request(body, backend_.model().vocab_size);
   check_model(r.model);
-  std::string prompt = backend_.render_chat(r.messages, r.add_generation_prompt);
-  std::vector<int32_t> ids = backend_.tokenize(prompt, r.add_special_tokens);
-  if (ids.empty()) bad_request("messages", "the rendered conversation is empty");
-  start_generation(r, std::move(ids), ApiKind::kChat, r.logprobs, exchange);
+  start_generation(r, {chat_prompt(r)}, ApiKind::kChat, r.logprobs, exchange);
 }
 
 }  // namespace optimate::server

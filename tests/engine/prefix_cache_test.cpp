@@ -56,5 +56,38 @@ TEST(PrefixCache, DifferentPrefixNoHit) {
   EXPECT_EQ(r.at({"y", 0}).usage.cached_tokens, 0);
 }
 
+TEST(PrefixCache, ResetForgetsCachedPrefixesAndKeepsRunningBlocks) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.max_tokens = 12;
+  greedy.ignore_eos = true;
+  const auto cached = long_prompt(50, 3);
+  const auto running = long_prompt(30, 5);
+
+  Engine reference_engine = make_fake_engine();
+  reference_engine.add_request("r", running, greedy);
+  const Results reference = run_to_completion(reference_engine);
+
+  Engine engine = make_fake_engine();
+  engine.add_request("first", cached, greedy);
+  run_to_completion(engine);
+  engine.add_request("running", running, greedy);
+  Results results;
+  for (int i = 0; i < 3; ++i) collect(engine.step(), results);  // prefilled, decoding
+  const auto& pool = engine.scheduler().kv().pool();
+  const int64_t used_before = pool.num_blocks() - pool.num_free_blocks();
+  ASSERT_GT(used_before, 0);
+
+  engine.reset_prefix_cache();
+  EXPECT_EQ(pool.num_blocks() - pool.num_free_blocks(), used_before);
+  while (engine.has_unfinished()) collect(engine.step(), results);
+  // The running request's KV was left alone: it finishes exactly as without the reset.
+  EXPECT_EQ(results.at({"running", 0}).tokens, reference.at({"r", 0}).tokens);
+  // The earlier prompt's cached blocks are forgotten.
+  engine.add_request("again", cached, greedy);
+  const Results again = run_to_completion(engine);
+  EXPECT_EQ(again.at({"again", 0}).usage.cached_tokens, 0);
+}
+
 }  // namespace
 }  // namespace optimate::testing

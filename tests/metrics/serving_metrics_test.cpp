@@ -1,7 +1,9 @@
 // The names, labels and buckets that vLLM-aware routers and dashboards read.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "metrics/serving_metrics.h"
@@ -63,7 +65,7 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   SchedulerSnapshot s;
   s.num_running = 3;
   s.num_waiting = 2;
-  s.num_waiting_by_priority = {{0, 1}, {10, 1}};
+  s.num_waiting_by_priority = {{0, 1}, {10, 1}, {11, 2}};
   s.kv_used_blocks = 25;
   s.kv_total_blocks = 100;
   s.kv_blocks_by_precision = {{"bf16", 20}, {"int8", 5}};
@@ -72,18 +74,20 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   EXPECT_TRUE(has_line(text, R"(vllm:num_requests_running{model_name="m"} 3.0)"));
   EXPECT_TRUE(has_line(text, R"(vllm:kv_cache_usage_perc{model_name="m"} 0.25)"));
   EXPECT_TRUE(has_line(text, R"(vllm:gpu_cache_usage_perc{model_name="m"} 0.25)"));
-  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="10"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="0"} 1.0)"));
+  // Priorities outside the fixed set share one series.
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="other"} 3.0)"));
   EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_blocks_by_precision{model_name="m",precision="int8"} 5.0)"));
 
   // A priority level that empties drops to 0 instead of disappearing.
   m.set_scheduler_state(SchedulerSnapshot{});
   text = r.render();
-  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="10"} 0.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="other"} 0.0)"));
   EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_used_blocks{model_name="m"} 0.0)"));
 
   FinishedRequestStats f;
   f.finish_reason = "length";
-  f.priority = 5;
+  f.priority = 2;
   f.num_prompt_tokens = 7;
   f.num_generation_tokens = 16;
   f.max_tokens = 16;
@@ -96,9 +100,73 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   EXPECT_TRUE(has_line(text, R"(vllm:e2e_request_latency_seconds_count{model_name="m"} 1.0)"));
   EXPECT_TRUE(has_line(text, R"(vllm:time_to_first_token_seconds_bucket{le="0.04",model_name="m"} 1.0)"));
   EXPECT_TRUE(has_line(text, R"(vllm:time_to_first_token_seconds_bucket{le="0.02",model_name="m"} 0.0)"));
-  EXPECT_TRUE(has_line(text, R"(optimate:request_queue_time_by_priority_seconds_count{model_name="m",priority="5"} 1.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:request_queue_time_by_priority_seconds_count{model_name="m",priority="2"} 1.0)"));
   // Phases that never happened are not observed.
   EXPECT_TRUE(has_line(text, R"(vllm:request_prefill_time_seconds_count{model_name="m"} 0.0)"));
+}
+
+size_t count_lines_starting(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  size_t n = 0;
+  for (std::string l; std::getline(in, l);) n += l.rfind(prefix, 0) == 0;
+  return n;
+}
+
+TEST(ServingMetrics, ClientPrioritiesCannotGrowTheSeriesCount) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  for (int64_t p = -5000; p < 5000; p += 7) {
+    FinishedRequestStats f;
+    f.finish_reason = "length";
+    f.priority = p * 1000003;
+    f.queue_s = 0.01;
+    m.record_finished(f);
+    SchedulerSnapshot s;
+    s.num_waiting_by_priority = {{p, 1}};
+    m.set_scheduler_state(s);
+  }
+  const std::string text = r.render();
+  // -2..2 and "other": six series at most, whatever 1,429 clients sent.
+  EXPECT_LE(count_lines_starting(text, "optimate:num_requests_waiting_by_priority{"), 6u);
+  EXPECT_LE(count_lines_starting(text, "optimate:request_queue_time_by_priority_seconds_count{"), 6u);
+}
+
+TEST(ServingMetrics, PriorityLevelNamesFromTheOperatorsRule) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  m.set_priority_labeler([](int64_t p) { return p >= 5 ? std::string("high") : std::string("low"); });
+  SchedulerSnapshot s;
+  s.num_waiting_by_priority = {{-40, 1}, {0, 2}, {9, 4}};
+  m.set_scheduler_state(s);
+  const std::string text = r.render();
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="low"} 3.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="high"} 4.0)"));
+}
+
+TEST(PriorityLabels, CapTheDistinctValuesWhateverTheRule) {
+  PriorityLabels labels;
+  labels.set_labeler([](int64_t p) { return std::to_string(p); });  // a rule that bounds nothing
+  std::set<std::string> seen;
+  for (int64_t p = 0; p < 1000; ++p) seen.insert(labels.label(p));
+  EXPECT_EQ(seen.size(), PriorityLabels::kMaxLabels);
+  EXPECT_TRUE(seen.count(kOtherPriorityLabel));
+  EXPECT_EQ(labels.label(3), "3");  // values already handed out stay as they were
+}
+
+TEST(PriorityLabels, FixedSetKeepsSmallNumbers) {
+  EXPECT_EQ(fixed_priority_label(0), "0");
+  EXPECT_EQ(fixed_priority_label(-2), "-2");
+  EXPECT_EQ(fixed_priority_label(3), "other");
+  EXPECT_EQ(fixed_priority_label(INT64_MIN), "other");
+}
+
+TEST(ServingMetrics, UnknownFinishReasonsShareOneSeries) {
+  Registry r;
+  ServingMetrics m(r, "m", 2048);
+  FinishedRequestStats f;
+  f.finish_reason = "something new";
+  m.record_finished(f);
+  EXPECT_TRUE(has_line(r.render(), R"(vllm:request_success_total{finished_reason="other",model_name="m"} 1.0)"));
 }
 
 }  // namespace

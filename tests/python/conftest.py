@@ -39,24 +39,40 @@ def free_port() -> int:
 class Server:
     """One `optimate serve` process; stopped with SIGTERM (a graceful drain)."""
 
-    def __init__(self, tmp_dir: Path, *extra: str):
+    def __init__(self, tmp_dir: Path, *extra: str, port: int | None = None):
         if not BIN.exists():
             raise FileNotFoundError(f"{BIN} not found: build the `optimate` target or set OPTIMATE_BIN")
         if not MODEL.exists():
             raise FileNotFoundError(f"{MODEL} not found: run scripts/setup.sh or set OPTIMATE_MODEL")
-        self.port = free_port()
+        self.tmp_dir, self.extra = tmp_dir, extra
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_dir / f"serve-{self.port}.log"
         args = [str(BIN), "serve", "--model", str(MODEL), "--host", "127.0.0.1",
                 "--port", str(self.port), "--served-model-name", MODEL_NAME,
                 "--kv-cache-memory", "512MiB", "--seed", "7", *extra]
-        self.log = open(self.log_path, "w")
+        self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()
 
     def log_tail(self, num_chars: int = 3000) -> str:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-num_chars:]
+
+    def access_log(self) -> list[str]:
+        """The --access-log lines written so far: 'ADDR "METHOD TARGET HTTP/1.1" STATUS BYTESB SECONDSs'."""
+        return [line for line in self.log_path.read_text(errors="replace").splitlines()
+                if '" ' in line and " HTTP/1." in line]
+
+    def kill(self) -> None:
+        """Dies at once, as a crashed replica would."""
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+    def restart(self) -> "Server":
+        """A new process on the same port with the same flags."""
+        return Server(self.tmp_dir, *self.extra, port=self.port)
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -103,6 +119,8 @@ class Server:
         raise AssertionError(f"server not idle after {timeout_s}s: running, waiting, used blocks = {state}")
 
     def stop(self, timeout_s: float = 60.0) -> int:
+        if self.log.closed:
+            return self.proc.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -117,7 +135,7 @@ class Server:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     # A short read timeout lets the partial-request test finish quickly.
-    s = Server(tmp_path_factory.mktemp("serve"), "--http-read-timeout", "3")
+    s = Server(tmp_path_factory.mktemp("serve"), "--http-read-timeout", "3", "--access-log")
     yield s
     code = s.stop()
     assert code == 0, f"optimate serve exited with {code}:\n{s.log_tail()}"

@@ -6,6 +6,7 @@ or waiting request and no KV block in use.
 
 import asyncio
 import json
+import random
 import socket
 import time
 
@@ -187,3 +188,60 @@ def test_two_hundred_requests_aborted_at_once(server):
 
     asyncio.run(run())
     server.wait_idle(timeout_s=60)
+
+
+def priority_labels(server) -> dict[str, set]:
+    """Every priority label value of each per-priority family."""
+    out = {}
+    for (name, labels), _ in server.metrics().items():
+        for key, value in labels:
+            if key == "priority":
+                out.setdefault(name, set()).add(value)
+    return out
+
+
+def send_random_priorities(server, count: int) -> None:
+    async def run() -> None:
+        # Fresh connections: a kept-alive one idle for --http-read-timeout (3 s here) may be
+        # closed just as the next request is sent.
+        limits = httpx.Limits(max_connections=32, max_keepalive_connections=0)
+        async with httpx.AsyncClient(timeout=120.0, limits=limits) as client:
+            rng = random.Random(1234)
+            bodies = [{"model": MODEL_NAME, "prompt": "hi", "max_tokens": 1,
+                       "priority": rng.randrange(-2**62, 2**62)} for _ in range(count)]
+            replies = await asyncio.gather(*(client.post(server.url + "/v1/completions", json=b) for b in bodies))
+            assert all(r.status_code == 200 for r in replies), [r.text for r in replies if r.status_code != 200][:3]
+
+    asyncio.run(run())
+
+
+def test_client_priorities_cannot_grow_metrics(server):
+    # The reproducer sent requests with random priorities: each value became ~24 new series, so
+    # these 60 would have added some 150 KB.
+    send_random_priorities(server, 5)
+    before = len(httpx.get(server.url + "/metrics", timeout=30.0).content)
+    send_random_priorities(server, 60)
+    after = len(httpx.get(server.url + "/metrics", timeout=30.0).content)
+    assert after - before < 4096, f"/metrics grew from {before} to {after} bytes"
+    for family, values in priority_labels(server).items():
+        assert values <= {"-2", "-1", "0", "1", "2", "other", "low", "medium", "high", "critical"}, (family, values)
+
+
+def test_priority_labels_are_the_optimizers_levels(server):
+    url = server.url + "/v1/optimizers/priority"
+    r = httpx.put(url, json={"enabled": True, "options": {"levels": 3}}, timeout=30.0)
+    assert r.status_code == 200, r.text
+    try:
+        send_random_priorities(server, 24)
+        queue_time = priority_labels(server)["optimate:request_queue_time_by_priority_seconds_count"]
+        assert {"low", "high"} <= queue_time  # random values clamp to the lowest and highest levels
+        assert not queue_time - {"-2", "-1", "0", "1", "2", "other", "low", "medium", "high"}
+    finally:
+        assert httpx.put(url, json={"enabled": False}, timeout=30.0).status_code == 200
+
+
+def test_head_then_get_on_a_kept_alive_connection(server):
+    with httpx.Client(timeout=30.0) as c:
+        for path in ("/health", "/metrics", "/v1/models", "/v1/completions", "/no/such/path"):
+            c.head(server.url + path)
+            assert c.get(server.url + "/health").status_code == 200, path

@@ -161,3 +161,53 @@ def test_queue_time_histograms_count_finished_requests(client, server):
     client.completions.create(model=MODEL_NAME, prompt="Once upon a time", max_tokens=2)
     assert server.metric("vllm:request_queue_time_seconds_count") == before + 1
     assert server.metric("optimate:request_queue_time_by_priority_seconds_count") == before_priority + 1
+
+
+def error_of(e: openai.APIStatusError) -> dict:
+    body = e.body if isinstance(e.body, dict) else {}
+    return body.get("error", body)
+
+
+def prompt_tokens(server, prompt: str) -> int:
+    return httpx.post(server.url + "/tokenize", json={"model": MODEL_NAME, "prompt": prompt}).json()["count"]
+
+
+def test_batched_prompts_as_vllm_answers_them(client, server):
+    # LangChain's OpenAI(...).batch and many scripts send a list of prompts in one request.
+    prompts = ["The capital of France is", "One, two, three,"]
+    kwargs = dict(model=MODEL_NAME, max_tokens=3, extra_body={"ignore_eos": True}, **GREEDY)
+    r = client.completions.create(prompt=prompts, n=2, **kwargs)
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]  # prompt_index * n + i
+    singles = [client.completions.create(prompt=p, **kwargs).choices[0].text for p in prompts]
+    assert [c.text for c in r.choices] == [singles[0], singles[0], singles[1], singles[1]]
+    assert r.usage.prompt_tokens == sum(prompt_tokens(server, p) for p in prompts)
+    assert r.usage.completion_tokens == 4 * 3
+    # Lists of token ids, streamed: the same texts, one response id, usage summed at the end.
+    ids = [httpx.post(server.url + "/tokenize", json={"model": MODEL_NAME, "prompt": p}).json()["tokens"]
+           for p in prompts]
+    chunks = list(client.completions.create(prompt=ids, stream=True, stream_options={"include_usage": True},
+                                            **kwargs))
+    texts = {}
+    for chunk in chunks:
+        for c in chunk.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+    assert texts == {0: singles[0], 1: singles[1]}
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[-1].usage.completion_tokens == 2 * 3
+
+
+def test_completions_context_error_names_the_prompt(client):
+    long_prompt = "word " * 10000
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt=long_prompt, max_tokens=4)
+    assert "in the prompt" in str(e.value) and "messages" not in str(e.value)
+    assert error_of(e.value)["param"] == "prompt"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model=MODEL_NAME, prompt="hello", max_tokens=10_000_000)
+    assert "in the prompt, 10000000 in the completion" in str(e.value)
+
+
+def test_error_text_survives_a_nul(client):
+    with pytest.raises(openai.NotFoundError) as e:
+        client.completions.create(model="gpt\u0000-evil", prompt="hi", max_tokens=1)
+    assert error_of(e.value)["message"] == "The model `gpt\u0000-evil` does not exist."

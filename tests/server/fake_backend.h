@@ -21,6 +21,14 @@ class FakeBackend final : public GenerationBackend {
     info_.id = "fake-model";
     info_.max_model_len = 64;
     info_.vocab_size = 256;
+    info_.model_path = "/models/fake";
+    info_.tokenizer_path = "/models/fake";
+    info_.model_type = "llama";
+    info_.architectures = {"LlamaForCausalLM"};
+    info_.block_size = 16;
+    info_.num_kv_blocks = 100;
+    info_.max_num_seqs = 8;
+    info_.max_num_batched_tokens = 512;
     worker_ = std::thread([this] { run(); });
   }
   ~FakeBackend() override {
@@ -55,12 +63,25 @@ class FakeBackend final : public GenerationBackend {
     r.held = holding_.load();
     r.produced.assign(static_cast<size_t>(r.request.params.n), 0);
     last_priority_ = r.request.priority;
+    submitted_.push_back(r.request.prompt_token_ids);
   }
   void abort(const std::string& id) override {
     std::lock_guard lock(mutex_);
     aborted_.insert(id);
   }
   bool healthy() const override { return true; }
+  // Every live request counts as running; each holds one KV block per 16 prompt tokens.
+  LoadReport load() const override {
+    std::lock_guard lock(mutex_);
+    LoadReport r;
+    for (const auto& [id, live] : live_) {
+      (live.held ? r.num_waiting : r.num_running) += live.request.params.n;
+      if (!live.held) r.kv_used_tokens += 16 * ((static_cast<int64_t>(live.request.prompt_token_ids.size()) + 15) / 16);
+    }
+    return r;
+  }
+  void reset_prefix_cache() override { ++num_prefix_cache_resets_; }
+  int64_t num_prefix_cache_resets() const { return num_prefix_cache_resets_; }
   int64_t num_waiting() const override {
     std::lock_guard lock(mutex_);
     int64_t n = 0;
@@ -84,6 +105,11 @@ class FakeBackend final : public GenerationBackend {
   int64_t last_priority() const {
     std::lock_guard lock(mutex_);
     return last_priority_;
+  }
+  // The prompts of the requests submitted so far, in order.
+  std::vector<std::vector<int32_t>> submitted_prompts() const {
+    std::lock_guard lock(mutex_);
+    return submitted_;
   }
   // Waits until no request is live (all finished or aborted).
   bool wait_idle(std::chrono::milliseconds timeout) const {
@@ -149,6 +175,8 @@ class FakeBackend final : public GenerationBackend {
   std::map<std::string, Live> live_;
   std::set<std::string> aborted_;
   int64_t last_priority_ = 0;
+  std::vector<std::vector<int32_t>> submitted_;
+  std::atomic<int64_t> num_prefix_cache_resets_{0};
   std::thread worker_;
 };
 

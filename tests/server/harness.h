@@ -13,9 +13,11 @@ namespace optimate::server::testing {
 
 struct Harness {
   explicit Harness(std::string api_key = {}, int64_t max_queued = -1)
+      : Harness(std::move(api_key), ApiOptions{max_queued, "9.9.9"}, options()) {}
+  Harness(std::string api_key, ApiOptions api_options, HttpOptions http_options)
       : metrics(registry, "fake-model", 64), router(std::move(api_key)),
-        api(backend, registry, metrics, clock, {max_queued, "9.9.9"}),
-        server(options(), router) {
+        api(backend, registry, metrics, clock, std::move(api_options)),
+        server(std::move(http_options), router) {
     api.add_routes(router);
     server.start();
   }

@@ -2,6 +2,7 @@
 // format, errors and limits, disconnects.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -119,7 +120,7 @@ TEST(HttpApi, ErrorsAreOpenAiJsonWithTheRightStatus) {
   EXPECT_EQ(too_long.status, 400);
   EXPECT_EQ(too_long.json()["error"]["message"],
             "This model's maximum context length is 64 tokens. However, you requested 105 tokens "
-            "(5 in the messages, 100 in the completion). Please reduce the length of the messages "
+            "(5 in the prompt, 100 in the completion). Please reduce the length of the prompt "
             "or completion.");
 
   auto invalid_utf8 = c.request(http::verb::post, "/v1/completions", "{\"prompt\": \"\xff\xfe\"}");
@@ -224,6 +225,82 @@ TEST(HttpApi, DrainAnswersNewRequestsWith503AndFinishesRunningOnes) {
   EXPECT_EQ(r.message[http::field::connection], "close");
   EXPECT_EQ(r.json()["choices"][0]["text"].get<std::string>().size(), 20u);
   EXPECT_TRUE(other.closed_by_server());
+}
+
+TEST(HttpApi, BatchedPromptsAnswerOneChoicePerPromptTimesN) {
+  Harness h;
+  TestClient c(h.port());
+  auto r = c.post("/v1/completions", {{"prompt", {"ab", "cde"}}, {"max_tokens", 3}, {"n", 2}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = r.json();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);  // prompt_index * n + i, in order
+    EXPECT_EQ(j["choices"][i]["text"], "abc");
+  }
+  EXPECT_EQ(j["usage"], Json({{"prompt_tokens", 5}, {"completion_tokens", 12}, {"total_tokens", 17}}));
+  // Each prompt went to the engine as it was written.
+  const auto prompts = h.backend.submitted_prompts();
+  ASSERT_EQ(prompts.size(), 2u);
+  EXPECT_EQ(prompts[0], (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_EQ(prompts[1], (std::vector<int32_t>{'c', 'd', 'e'}));
+
+  // Lists of token ids, streamed, with usage at the end.
+  auto streamed = c.post("/v1/completions", {{"prompt", {{104, 105}, {106}}}, {"max_tokens", 2},
+                                             {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(streamed.status, 200);
+  bool done = false;
+  const auto events = sse_events(streamed.body, &done);
+  EXPECT_TRUE(done);
+  std::map<int, std::string> text;
+  std::set<std::string> ids;
+  for (const Json& e : events) {
+    ids.insert(e["id"].get<std::string>());
+    for (const Json& choice : e["choices"]) text[choice["index"].get<int>()] += choice["text"].get<std::string>();
+  }
+  EXPECT_EQ(ids.size(), 1u);  // one response, whatever the number of prompts
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "ab"}, {1, "ab"}}));
+  EXPECT_EQ(events.back()["usage"], Json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+}
+
+TEST(HttpApi, BadBatchesAreRefusedNamingThePrompt) {
+  Harness h;
+  TestClient c(h.port());
+  for (const Json& prompt : {Json::array({"a", Json::array({1})}), Json::array({Json::array()}),
+                             Json::array({Json::array({1}), "a"}), Json::array({Json::array({9999})})}) {
+    auto r = c.post("/v1/completions", {{"prompt", prompt}});
+    EXPECT_EQ(r.status, 400) << prompt.dump();
+    EXPECT_EQ(r.json()["error"]["param"], "prompt") << prompt.dump();
+  }
+  auto too_many = c.post("/v1/completions", {{"prompt", Json(std::vector<std::string>(1025, "a"))}});
+  EXPECT_EQ(too_many.status, 400);
+  // One prompt of the batch too long for the context: the error names the prompt.
+  auto too_long = c.post("/v1/completions", {{"prompt", {"a", std::string(70, 'x')}}});
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_EQ(too_long.json()["error"]["param"], "prompt");
+  EXPECT_NE(too_long.json()["error"]["message"].get<std::string>().find("in the prompt"), std::string::npos);
+  EXPECT_TRUE(h.backend.submitted_prompts().empty());  // nothing of a refused batch ran
+}
+
+TEST(HttpApi, ErrorTextKeepsWhatFollowsANul) {
+  Harness h;
+  TestClient c(h.port());
+  auto r = c.post("/v1/completions", {{"model", std::string("gpt\0-4", 6)}, {"prompt", "x"}});
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.json()["error"]["message"], std::string("The model `gpt\0-4` does not exist.", 34));
+}
+
+TEST(HttpApi, BatchDisconnectAbortsEveryPrompt) {
+  Harness h;
+  h.backend.hold(true);
+  {
+    TestClient c(h.port());
+    c.send_raw(raw_post(R"({"prompt":["a","b","c"],"max_tokens":20})"));
+    while (h.backend.num_unfinished() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    c.close();
+  }
+  EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(5)));
+  EXPECT_EQ(h.backend.aborted_ids().size(), 3u);
 }
 
 }  // namespace

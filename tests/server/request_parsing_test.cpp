@@ -31,7 +31,7 @@ TEST(CompletionRequest, VllmExtrasReachSamplingParams) {
       "priority": -4, "stream": true, "stream_options": {"include_usage": true},
       "some_unknown_field": {"ignored": true}})"),
                                     kVocab);
-  EXPECT_EQ(std::get<std::string>(r.prompt), "hi");
+  EXPECT_EQ(std::get<std::string>(r.prompts.at(0)), "hi");
   EXPECT_EQ(*r.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
@@ -54,10 +54,20 @@ TEST(CompletionRequest, VllmExtrasReachSamplingParams) {
 
 TEST(CompletionRequest, PromptForms) {
   auto ids = parse_completion_request(body(R"({"prompt": [1, 2, 3]})"), kVocab);
-  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompt), (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompts[0]), (std::vector<int32_t>{1, 2, 3}));
   auto one = parse_completion_request(body(R"({"prompt": ["x"]})"), kVocab);
-  EXPECT_EQ(std::get<std::string>(one.prompt), "x");
-  EXPECT_EQ(error_param(body(R"({"prompt": ["x", "y"]})")), "prompt");
+  ASSERT_EQ(one.prompts.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(one.prompts[0]), "x");
+  // Batches, as vLLM takes them: several strings, or several lists of token ids.
+  auto texts = parse_completion_request(body(R"({"prompt": ["x", "y"]})"), kVocab);
+  ASSERT_EQ(texts.prompts.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(texts.prompts[1]), "y");
+  auto lists = parse_completion_request(body(R"({"prompt": [[1], [2, 3]]})"), kVocab);
+  ASSERT_EQ(lists.prompts.size(), 2u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(lists.prompts[1]), (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(error_param(body(R"({"prompt": ["x", [1]]})")), "prompt");
+  EXPECT_EQ(error_param(body(R"({"prompt": [[1], []]})")), "prompt");
   EXPECT_EQ(error_param(body(R"({"prompt": [1, 99999999]})")), "prompt");
   EXPECT_EQ(error_param(body(R"({"prompt": []})")), "prompt");
   EXPECT_EQ(error_param(body(R"({"max_tokens": 5})")), "prompt");
@@ -107,25 +117,44 @@ TEST(ChatRequest, MessagesAndChatOnlyFields) {
             "tools");
 }
 
-TEST(ContextLength, VllmMessages) {
-  CompletionRequest r;
+TEST(ContextLength, VllmMessagesNamingThePromptField) {
+  ChatRequest r;
   r.max_tokens = 100;
   try {
-    resolve_max_tokens(r, 10, 64, 16);
+    resolve_max_tokens(r, 10, 64, 16, "messages");
     FAIL();
   } catch (const ApiError& e) {
-    EXPECT_STREQ(e.what(),
-                 "This model's maximum context length is 64 tokens. However, you requested 110 "
-                 "tokens (10 in the messages, 100 in the completion). Please reduce the length "
-                 "of the messages or completion.");
+    EXPECT_EQ(e.message(),
+              "This model's maximum context length is 64 tokens. However, you requested 110 "
+              "tokens (10 in the messages, 100 in the completion). Please reduce the length "
+              "of the messages or completion.");
+    EXPECT_EQ(e.param(), "max_tokens");
+  }
+  // /v1/completions has no messages: its errors speak of the prompt.
+  CompletionRequest completion;
+  try {
+    resolve_max_tokens(completion, 64, 64, 16, "prompt");
+    FAIL();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.message(),
+              "This model's maximum context length is 64 tokens. However, you requested 64 "
+              "tokens in the prompt. Please reduce the length of the prompt.");
+    EXPECT_EQ(e.param(), "prompt");
   }
   CompletionRequest defaults;
-  resolve_max_tokens(defaults, 10, 64, 16);
+  resolve_max_tokens(defaults, 10, 64, 16, "prompt");
   EXPECT_EQ(defaults.params.max_tokens, 16);
   ChatRequest chat;
-  resolve_max_tokens(chat, 10, 64, INT64_MAX);
+  resolve_max_tokens(chat, 10, 64, INT64_MAX, "messages");
   EXPECT_EQ(chat.params.max_tokens, 54);  // the rest of the context
-  EXPECT_THROW(resolve_max_tokens(chat, 64, 64, 16), ApiError);
+  EXPECT_THROW(resolve_max_tokens(chat, 64, 64, 16, "messages"), ApiError);
+}
+
+TEST(ApiErrors, KeepTextAfterANul) {
+  const std::string name("a\0b", 3);
+  ApiError e(404, "The model `" + name + "` does not exist.", "model");
+  EXPECT_EQ(e.message().size(), std::string("The model `a?b` does not exist.").size());
+  EXPECT_NE(error_body(404, e.message()).find("a\\u0000b"), std::string::npos);
 }
 
 TEST(JsonBody, MalformedInvalidUtf8AndNonObjectsAre400) {

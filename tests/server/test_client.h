@@ -31,9 +31,11 @@ class TestClient {
 
   void send_raw(const std::string& bytes) { net::write(socket_, net::buffer(bytes)); }
 
-  Reply read_reply() {
+  // `head`: the reply to a HEAD request, which has headers only.
+  Reply read_reply(bool head = false) {
     http::response_parser<http::string_body> parser;
     parser.body_limit(64u << 20);
+    parser.skip(head);
     http::read(socket_, buffer_, parser);
     Reply r;
     r.message = parser.release();
@@ -52,6 +54,30 @@ class TestClient {
     req.prepare_payload();
     http::write(socket_, req);
     return read_reply();
+  }
+  // A request with extra header fields.
+  Reply request_with(http::verb method, const std::string& target,
+                     const std::vector<std::pair<std::string, std::string>>& fields,
+                     const std::string& body = {}) {
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    for (const auto& [name, value] : fields) req.set(name, value);
+    req.body() = body;
+    req.prepare_payload();
+    http::write(socket_, req);
+    return read_reply(method == http::verb::head);
+  }
+  // Everything the server sends until it closes the connection.
+  std::string read_until_closed() {
+    std::string out(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    buffer_.consume(buffer_.size());
+    char chunk[4096];
+    for (;;) {
+      boost::system::error_code ec;
+      size_t n = socket_.read_some(net::buffer(chunk), ec);
+      out.append(chunk, n);
+      if (ec) return out;
+    }
   }
   Reply post(const std::string& target, const nlohmann::json& body, const std::string& key = {}) {
     return request(http::verb::post, target, body.dump(), key);

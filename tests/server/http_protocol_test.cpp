@@ -1,0 +1,164 @@
+// HTTP rules a client relies on beyond the API itself: HEAD, Allow, OPTIONS, CORS, HTTP/1.0
+// streaming, the access log's line format.
+#include <gtest/gtest.h>
+
+#include "fake_backend.h"
+#include "harness.h"
+#include "server/access_log.h"
+#include "server/cors.h"
+#include "test_client.h"
+
+namespace optimate::server {
+namespace {
+
+using testing::Harness;
+using testing::TestClient;
+namespace http = boost::beast::http;
+
+std::string header(const testing::Reply& r, const char* name) {
+  auto it = r.message.find(name);
+  return it == r.message.end() ? std::string() : std::string(it->value());
+}
+
+TEST(HttpProtocol, HeadAnswersGetRoutesWithHeadersOnlyAndTheConnectionSurvives) {
+  Harness h;
+  TestClient c(h.port());
+  const auto get = c.get("/v1/models");
+  ASSERT_EQ(get.status, 200);
+  const auto head = c.request_with(http::verb::head, "/v1/models", {});
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_EQ(header(head, "Content-Length"), std::to_string(get.body.size()));
+  EXPECT_EQ(header(head, "Content-Type"), "application/json");
+  // A body after the HEAD response would be read as the next status line.
+  EXPECT_EQ(c.get("/health").status, 200);
+  // Errors to HEAD carry no body either.
+  const auto missing = c.request_with(http::verb::head, "/nope", {});
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_TRUE(missing.body.empty());
+  EXPECT_EQ(c.get("/v1/models").body, get.body);
+}
+
+TEST(HttpProtocol, MethodNotAllowedNamesTheAllowedMethods) {
+  Harness h;
+  TestClient c(h.port());
+  const auto get_post_route = c.get("/v1/completions");
+  EXPECT_EQ(get_post_route.status, 405);
+  EXPECT_EQ(header(get_post_route, "Allow"), "OPTIONS, POST");
+  EXPECT_EQ(get_post_route.json()["error"]["code"], 405);
+  const auto put_health = c.request(http::verb::put, "/health");
+  EXPECT_EQ(put_health.status, 405);
+  EXPECT_EQ(header(put_health, "Allow"), "GET, HEAD, OPTIONS");
+  const auto head_post_route = c.request_with(http::verb::head, "/v1/completions", {});
+  EXPECT_EQ(head_post_route.status, 405);
+  EXPECT_TRUE(head_post_route.body.empty());
+  EXPECT_EQ(c.get("/health").status, 200);
+}
+
+TEST(HttpProtocol, OptionsListsMethodsWithoutTheApiKey) {
+  Harness h("sekret");
+  TestClient c(h.port());
+  const auto r = c.request(http::verb::options, "/v1/models");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(header(r, "Allow"), "GET, HEAD, OPTIONS");
+  EXPECT_EQ(c.request(http::verb::options, "/nope").status, 404);
+  // HEAD is a GET: the key is still needed.
+  EXPECT_EQ(c.request_with(http::verb::head, "/v1/models", {}).status, 401);
+}
+
+TEST(HttpProtocol, CorsByDefaultAllowsAnyOriginWithoutCredentials) {
+  Harness h("sekret");
+  TestClient c(h.port());
+  const auto preflight = c.request_with(http::verb::options, "/v1/chat/completions",
+                                        {{"Origin", "https://app.example"},
+                                         {"Access-Control-Request-Method", "POST"},
+                                         {"Access-Control-Request-Headers", "authorization, content-type"}});
+  EXPECT_EQ(preflight.status, 200);  // answered before authentication, as browsers send no key
+  EXPECT_EQ(header(preflight, "Access-Control-Allow-Origin"), "*");
+  EXPECT_NE(header(preflight, "Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(header(preflight, "Access-Control-Allow-Headers"), "authorization, content-type");
+  EXPECT_EQ(header(preflight, "Access-Control-Allow-Credentials"), "");
+  const auto actual = c.request_with(http::verb::get, "/v1/models",
+                                     {{"Origin", "https://app.example"}, {"Authorization", "Bearer sekret"}});
+  EXPECT_EQ(actual.status, 200);
+  EXPECT_EQ(header(actual, "Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(header(c.get("/health"), "Access-Control-Allow-Origin"), "");  // no Origin: not CORS
+}
+
+TEST(HttpProtocol, CorsRestrictedToListedOriginsWithCredentials) {
+  HttpOptions options = Harness::options();
+  options.cors.allowed_origins = {"https://ok.example"};
+  options.cors.allowed_methods = {"GET", "POST"};
+  options.cors.allowed_headers = {"Authorization"};
+  options.cors.allow_credentials = true;
+  Harness h({}, ApiOptions{}, options);
+  TestClient c(h.port());
+  const auto bad = c.request_with(http::verb::options, "/v1/models",
+                                  {{"Origin", "https://evil.example"},
+                                   {"Access-Control-Request-Method", "DELETE"},
+                                   {"Access-Control-Request-Headers", "X-Custom"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body, "Disallowed CORS origin, method, headers");
+  const auto good = c.request_with(http::verb::options, "/v1/models",
+                                   {{"Origin", "https://ok.example"},
+                                    {"Access-Control-Request-Method", "GET"},
+                                    {"Access-Control-Request-Headers", "authorization"}});
+  EXPECT_EQ(good.status, 200);
+  EXPECT_EQ(header(good, "Access-Control-Allow-Origin"), "https://ok.example");
+  EXPECT_EQ(header(good, "Access-Control-Allow-Credentials"), "true");
+  EXPECT_EQ(header(good, "Vary"), "Origin");
+  const auto actual = c.request_with(http::verb::get, "/v1/models", {{"Origin", "https://ok.example"}});
+  EXPECT_EQ(header(actual, "Access-Control-Allow-Origin"), "https://ok.example");
+  const auto other = c.request_with(http::verb::get, "/v1/models", {{"Origin", "https://evil.example"}});
+  EXPECT_EQ(header(other, "Access-Control-Allow-Origin"), "");
+}
+
+TEST(HttpProtocol, CorsFlagValuesTakeJsonOrCommaLists) {
+  EXPECT_EQ(parse_cors_list("--allowed-origins", R"(["https://a.example", "http://b:3000"])"),
+            (std::vector<std::string>{"https://a.example", "http://b:3000"}));
+  EXPECT_EQ(parse_cors_list("--allowed-methods", "GET, POST"), (std::vector<std::string>{"GET", "POST"}));
+  EXPECT_EQ(parse_cors_list("--allowed-headers", R"(["*"])"), (std::vector<std::string>{"*"}));
+  EXPECT_THROW(parse_cors_list("--allowed-origins", "[1, 2]"), Error);
+  EXPECT_THROW(parse_cors_list("--allowed-origins", "[\"a\""), Error);
+}
+
+TEST(HttpProtocol, StreamToHttp10ClientIsCloseDelimited) {
+  Harness h;
+  TestClient c(h.port());
+  const std::string body = R"({"prompt":"hi","max_tokens":3,"stream":true})";
+  c.send_raw("POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string reply = c.read_until_closed();
+  const size_t end_of_head = reply.find("\r\n\r\n");
+  ASSERT_NE(end_of_head, std::string::npos) << reply;
+  const std::string head = reply.substr(0, end_of_head);
+  EXPECT_EQ(head.find("Transfer-Encoding"), std::string::npos) << head;
+  EXPECT_NE(head.find("Connection: close"), std::string::npos) << head;
+  const std::string events = reply.substr(end_of_head + 4);
+  EXPECT_EQ(events.rfind("data: {", 0), 0u) << events;  // raw events, no chunk sizes
+  EXPECT_TRUE(events.ends_with("data: [DONE]\n\n")) << events;
+  EXPECT_NE(events.find("\"finish_reason\":\"length\""), std::string::npos);
+}
+
+TEST(HttpProtocol, Http10NonStreamingKeepsContentLength) {
+  Harness h;
+  TestClient c(h.port());
+  const std::string body = R"({"prompt":"hi","max_tokens":2})";
+  c.send_raw("POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string reply = c.read_until_closed();
+  EXPECT_NE(reply.find("Content-Length: "), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\"text\":\"ab\""), std::string::npos) << reply;
+}
+
+TEST(AccessLog, OneEscapedLinePerRequest) {
+  AccessRecord r{"127.0.0.1:5000", "GET", "/v1/models?x=\"a\"\n\x01", 11, 200, 42, 0.0314};
+  EXPECT_EQ(format_access_line(r),
+            "127.0.0.1:5000 \"GET /v1/models?x=\\x22a\\x22\\x0a\\x01 HTTP/1.1\" 200 42B 0.031s");
+  AccessRecord cut{"-", "-", std::string(600, 'a'), 10, 0, 0, 0.0};
+  const std::string line = format_access_line(cut);
+  EXPECT_NE(line.find(std::string(512, 'a') + "... HTTP/1.0\" - 0B"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace optimate::server
