@@ -13,8 +13,15 @@
 
 namespace optimate::optim {
 
+// An option an optimizer reads, with its type (the alternative held) and default.
+struct OptionDefault {
+  std::string key;
+  OptionValue fallback;
+};
+
 // Typed access to an optimizer's options; finish() rejects keys nobody read, so a typo in a
-// TOML table is an error instead of a silently ignored knob.
+// TOML table is an error instead of a silently ignored knob. It remembers every key read with
+// its default, which is how the registry describes an optimizer's options.
 class OptionReader {
  public:
   explicit OptionReader(const OptimizerSpec& spec) : spec_(spec) {}
@@ -23,14 +30,22 @@ class OptionReader {
   double get_double(const std::string& key, double fallback);  // ints accepted too
   std::string get_string(const std::string& key, const std::string& fallback);
   void finish() const;
+  const std::vector<OptionDefault>& read() const { return read_; }
 
  private:
-  const OptionValue* find(const std::string& key);
+  const OptionValue* find(const std::string& key, OptionValue fallback);
   const OptimizerSpec& spec_;
-  std::vector<std::string> read_;
+  std::vector<OptionDefault> read_;
 };
 
-using OptimizerFactory = std::function<PolicySet(const OptimizerSpec&)>;
+// Builds an optimizer's policies from its options; the registry calls finish() afterwards.
+using OptimizerFactory = std::function<PolicySet(OptionReader&)>;
+
+struct OptimizerInfo {
+  std::string name;
+  std::string description;
+  std::vector<OptionDefault> options;  // in the order the factory reads them
+};
 
 class OptimizerRegistry {
  public:
@@ -46,6 +61,8 @@ class OptimizerRegistry {
 
   // Builds one optimizer; Error(kNotFound) for an unknown name (listing the known ones).
   PolicySet build(const OptimizerSpec& spec) const;
+  // The optimizer's options and their defaults, found by building it with none set.
+  OptimizerInfo describe(const std::string& name) const;
   // Builds every enabled spec and merges them; two optimizers claiming the same slot is an
   // Error(kInvalidArgument). Empty slots stay empty (see with_baselines).
   PolicySet build_all(const std::vector<OptimizerSpec>& specs) const;
@@ -55,6 +72,7 @@ class OptimizerRegistry {
     std::string description;
     OptimizerFactory factory;
   };
+  const Entry& entry(const std::string& name) const;
   std::map<std::string, Entry> entries_;
 };
 

@@ -9,10 +9,8 @@ namespace optimate::optim {
 void register_scheduling_optimizers(OptimizerRegistry& registry) {
   registry.register_optimizer(
       "priority", "priority levels with aging, a max-wait bound per level and priority preemption",
-      [](const OptimizerSpec& spec) {
-        OptionReader reader(spec);
+      [](OptionReader& reader) {
         const PriorityOptions options = PriorityOptions::read(reader);
-        reader.finish();
         PolicySet set;
         set.queue = std::make_shared<PriorityQueuePolicy>(options);
         if (options.choose_victims) set.preempt = std::make_shared<PriorityVictimPolicy>(options);
@@ -20,10 +18,8 @@ void register_scheduling_optimizers(OptimizerRegistry& registry) {
       });
   registry.register_optimizer(
       "predictive", "hold new requests up to max_wait_ms when a fuller batch is worth the wait",
-      [](const OptimizerSpec& spec) {
-        OptionReader reader(spec);
+      [](OptionReader& reader) {
         const PredictiveOptions options = PredictiveOptions::read(reader);
-        reader.finish();
         PolicySet set;
         set.batch = std::make_shared<PredictiveBatchPolicy>(options);
         return set;
