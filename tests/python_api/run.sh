@@ -7,7 +7,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build_dir=$(cd "$root/${OPTIMATE_BUILD_DIR:-build}" 2>/dev/null && pwd || echo "${OPTIMATE_BUILD_DIR:-build}")
+build_dir=${OPTIMATE_BUILD_DIR:-build}
+[[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
 venv=${OPTIMATE_VENV:-$root/.venv}
 if [[ ! -d "$build_dir/python/optimate" ]]; then
   echo "python_api: $build_dir/python/optimate is missing: build the optimate_python target" >&2

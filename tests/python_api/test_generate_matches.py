@@ -46,15 +46,16 @@ def server_url(model, optimate_bin, tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log = open(tmp_path_factory.mktemp("serve") / "serve.log", "w")
+    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    log = open(log_path, "w")
     proc = subprocess.Popen([str(optimate_bin), "serve", "--model", model, "--host", "127.0.0.1",
                              "--port", str(port), "--served-model-name", "smollm2", "--device", "cpu",
-                             "--kv-cache-memory", "256MiB"], stdout=log, stderr=subprocess.STDOUT)
+                             "--kv-cache-memory", "256MiB", "--max-model-len", "2048"], stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:  # until the model is loaded
-            assert proc.poll() is None, f"optimate serve exited with {proc.returncode}"
+            assert proc.poll() is None, f"optimate serve exited with {proc.returncode}: {log_path.read_text()}"
             try:
                 with urllib.request.urlopen(url + "/health", timeout=1):
                     break
