@@ -138,6 +138,11 @@ class LLMEngine:
     def max_model_len(self) -> int:
         return self._core.max_model_len
 
+    @property
+    def description(self) -> str:
+        """The backend and model, e.g. "cpu SmolLM2-135M-Instruct.Q4_1.gguf"."""
+        return self._core.description
+
     def encode(self, text: str) -> list[int]:
         """The prompt token ids the engine uses for ``text``."""
         return self._core.encode(text)

@@ -9,6 +9,7 @@ time from the same list) gives editors the fields.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 from optimate import _core
@@ -30,6 +31,9 @@ def _post_init(self) -> None:
     for f in dataclasses.fields(self):
         value = getattr(self, f.name)
         expected = _TYPES[f.metadata["type"]]
+        if expected is str and isinstance(value, os.PathLike):
+            value = os.fspath(value)
+            setattr(self, f.name, value)
         ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             ok = True

@@ -188,7 +188,7 @@ PolicyFailures::~PolicyFailures() {
 
 void PolicyFailures::record(const std::string& message, nb::handle exception) {
   if (report_unraisable_) {
-    nb::object error = nb::module_::import_("optimate.errors").attr("EngineError")(message);
+    nb::object error = nb::module_::import_("optimate.errors").attr("EngineError")(message, "policy");
     if (!exception.is_none()) PyException_SetCause(error.ptr(), exception.inc_ref().ptr());
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
     PyErr_WriteUnraisable(nullptr);

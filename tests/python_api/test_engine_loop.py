@@ -72,10 +72,16 @@ def test_n_samples_logprobs_and_stop_strings(model):
             assert token in probs and len(probs) <= 3
         assert c.cumulative_logprob == pytest.approx(sum(p[t].logprob for t, p in zip(c.token_ids, c.logprobs)))
 
-    engine.add_request("s", "Count: one, two,", SamplingParams(temperature=0, max_tokens=16, stop=" four"))
-    stopped = [o for o in run_to_completion(engine) if o.finished][0].outputs[0]
-    if stopped.finish_reason == "stop" and stopped.stop_reason == " four":
-        assert " four" not in stopped.text
+    greedy = dict(temperature=0, max_tokens=16)
+    engine.add_request("plain", "Count: one, two,", SamplingParams(**greedy))
+    engine.add_request("cut", "Count: one, two,", SamplingParams(**greedy, stop=" four"))
+    engine.add_request("kept", "Count: one, two,", SamplingParams(**greedy, stop=" four", include_stop_str_in_output=True))
+    done = {o.request_id: o.outputs[0] for o in run_to_completion(engine) if o.finished}
+    plain = done["plain"].text
+    assert " four" in plain  # the greedy continuation passes the stop string
+    assert done["cut"].text == plain[:plain.index(" four")]
+    assert done["kept"].text == plain[:plain.index(" four") + len(" four")]
+    assert (done["cut"].finish_reason, done["cut"].stop_reason) == ("stop", " four")
 
 
 def test_abort_frees_every_kv_block(model):

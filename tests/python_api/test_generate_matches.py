@@ -1,7 +1,9 @@
 """LLM.generate and LLM.chat give, greedily, the text `optimate generate` and `optimate serve`
 give for the same prompts."""
 
+import contextlib
 import json
+import socket
 import subprocess
 import time
 import urllib.request
@@ -39,18 +41,17 @@ def test_chat_equals_the_cli(llm, model, optimate_bin):
     assert out[0].outputs[0].text == cli_generate(optimate_bin, model, question, "--chat")
 
 
-@pytest.fixture(scope="module")
-def server_url(model, optimate_bin, tmp_path_factory):
-    import socket
-
+@contextlib.contextmanager
+def start_server(model, optimate_bin, log_dir, *extra):
+    """`optimate serve` on a free loopback port until the block ends; yields its URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
+    log_path = log_dir / f"serve-{port}.log"
     log = open(log_path, "w")
     proc = subprocess.Popen([str(optimate_bin), "serve", "--model", model, "--host", "127.0.0.1",
-                             "--port", str(port), "--served-model-name", "smollm2", "--device", "cpu",
-                             "--kv-cache-memory", "256MiB", "--max-model-len", "2048"], stdout=log, stderr=subprocess.STDOUT)
+                             "--port", str(port), "--served-model-name", "smollm2", *extra],
+                            stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -69,14 +70,23 @@ def server_url(model, optimate_bin, tmp_path_factory):
         log.close()
 
 
+def completion(url, prompt, max_tokens):
+    body = json.dumps({"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}).encode()
+    request = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return json.load(response)["choices"][0]
+
+
+@pytest.fixture(scope="module")
+def server_url(model, optimate_bin, tmp_path_factory):
+    with start_server(model, optimate_bin, tmp_path_factory.mktemp("serve"), "--device", "cpu",
+                      "--kv-cache-memory", "256MiB", "--max-model-len", "2048") as url:
+        yield url
+
+
 def test_generate_equals_the_server(llm, server_url):
     outputs = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS))
     for prompt, out in zip(PROMPTS, outputs):
-        body = json.dumps({"model": "smollm2", "prompt": prompt, "max_tokens": MAX_TOKENS,
-                           "temperature": 0}).encode()
-        request = urllib.request.Request(server_url + "/v1/completions", body,
-                                         {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=300) as response:
-            served = json.load(response)["choices"][0]
+        served = completion(server_url, prompt, MAX_TOKENS)
         assert out.outputs[0].text == served["text"], prompt
         assert out.outputs[0].finish_reason == served["finish_reason"]
