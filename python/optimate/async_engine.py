@@ -12,6 +12,8 @@ early (break, cancellation) aborts the request.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import weakref
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Union
 
 from optimate import _core
@@ -22,7 +24,15 @@ from optimate.errors import error_from
 from optimate.outputs import OutputTracker, RequestOutput
 from optimate.sampling_params import SamplingParams
 
-_DONE = object()
+# Engines still running at interpreter exit are stopped first, while their thread can still take
+# the GIL to deliver the last outputs.
+_engines: "weakref.WeakSet[AsyncLLMEngine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _shutdown_all() -> None:
+    for engine in list(_engines):
+        engine.shutdown()
 
 
 class AsyncLLMEngine:
@@ -37,6 +47,7 @@ class AsyncLLMEngine:
         self._core_handle = handle  # keeps the tokenizer for encode(); its engine moves below
         self._engine = _core.AsyncEngine(handle)
         self._live: set[str] = set()
+        _engines.add(self)
 
     @classmethod
     def from_engine_args(cls, engine_args: EngineArgs,
@@ -113,5 +124,6 @@ class AsyncLLMEngine:
         return self._engine.running()
 
     def shutdown(self, drain: bool = False) -> None:
-        """Stops the engine thread: aborting every request (or, with drain, finishing them)."""
+        """Stops the engine thread: aborting every request (or, with drain, finishing them).
+        Idempotent; called at interpreter exit for engines still running."""
         self._engine.shutdown(drain)

@@ -165,8 +165,9 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """Runs one step; returns the outputs of the requests that progressed (all of them in
         the step an abort was requested before)."""
+        deltas = self._core.step()  # if this raises, held outputs stay held
         held, self._held = self._held, []
-        outputs = held + self._tracker.process(self._core.step())
+        outputs = held + self._tracker.process(deltas)
         failure = self._core.take_policy_failure()
         if failure is not None:
             message, cause = failure

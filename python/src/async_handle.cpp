@@ -23,6 +23,7 @@ void AsyncHandle::submit(const std::string& request_id, const std::vector<int32_
   auto error_cb = std::make_shared<PyRef>(std::move(on_error));
   RequestListener listener;
   listener.on_output = [output_cb](RequestOutput out) {
+    if (!nb::is_alive()) return;  // the interpreter has shut down: nobody is listening
     nb::gil_scoped_acquire gil;
     try {
       output_cb->get()(nb::cast(std::move(out)));
@@ -31,6 +32,7 @@ void AsyncHandle::submit(const std::string& request_id, const std::vector<int32_
     }
   };
   listener.on_error = [error_cb](const Error& error) {
+    if (!nb::is_alive()) return;
     nb::gil_scoped_acquire gil;
     try {
       error_cb->get()(std::string(error.what()), std::string(error_code_name(error.code())));

@@ -103,3 +103,27 @@ def test_python_policy_name_must_be_new(model):
 
     with pytest.raises(ValueError, match="fcfs"):
         create_optimized_engine(small_args(model), optimizers=[Fcfs()])
+
+
+def test_a_failing_policy_in_the_async_engine_is_reported_and_the_request_completes(model, monkeypatch):
+    import asyncio
+    import sys
+
+    from optimate import AsyncLLMEngine
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: reported.append(info.exc_value))
+    engine = AsyncLLMEngine.from_engine_args(small_args(model), optimizers=[Broken("raise")])
+
+    async def main():
+        async for out in engine.generate("Hello", PARAMS, "a"):
+            last = out
+        return last
+
+    try:
+        last = asyncio.run(main())
+    finally:
+        engine.shutdown()
+    assert last.finished and len(last.outputs[0].token_ids) == 3
+    assert reported and isinstance(reported[0], EngineError) and reported[0].code == "policy"
+    assert isinstance(reported[0].__cause__, RuntimeError)
