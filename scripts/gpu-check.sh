@@ -17,11 +17,12 @@
 #   overload/ overload.log    priority under sustained overload through optimate serve
 #                             (scripts/gpu-priority-overload.sh)
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
+#   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate
+#   tests engine bench attention sampling peer serve offline overload calibrate python
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -35,7 +36,7 @@ summary=$out/summary.txt
 note() { echo "$*" | tee -a "$summary"; }
 # A wanted stage that needs the full build (the engine, `optimate`) when only the GPU suite built.
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
-want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate} " == *" $1 "* ]]; }
+want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate python} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
 calibrate_status=0 overload_status=0
 
@@ -226,5 +227,13 @@ elif want calibrate; then
   grep -iE "mean absolute|error|written" "$out/calibrate.log" | tail -4 | tee -a "$summary"
 fi
 note "calibrate exit $calibrate_status"
+python_status=0
+if want python; then
+  note "== the Python package on the GPU"
+  "$root/tests/python_api/gpu_check.sh" "${build}-python" >"$out/python.log" 2>&1
+  python_status=$?
+  tail -3 "$out/python.log" | tee -a "$summary"
+  note "python exit $python_status"
+fi
 note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status"
-[[ $test_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+[[ $test_status -eq 0 && $python_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

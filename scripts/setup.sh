@@ -11,7 +11,7 @@ cd "$root"
 apt_packages=(build-essential cmake ninja-build pkg-config ccache clang
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libpcre2-dev
   libopenblas-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libboost-system-dev
-  python3-venv curl unzip prometheus)
+  python3-venv python3-dev curl unzip prometheus)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -42,6 +42,16 @@ for f in tokenizer.json tokenizer_config.json; do
     "models/llama3-tokenizer/$f"
 done
 
+# The Python package's extension builds with the project's virtual environment (shared with
+# tests/python) and its nanobind; its tests run from there too.
+venv=${OPTIMATE_VENV:-$root/.venv}
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+stamp=$venv/.optimate-python-package
+if [ ! -f "$stamp" ] || [ python/requirements.txt -nt "$stamp" ]; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements.txt
+  touch "$stamp"
+fi
+
 [ "${OPTIMATE_SETUP_NO_BUILD:-0}" = 1 ] && exit 0
 
 # The CUDA backend is built whenever nvcc exists (compile only on machines without a GPU).
@@ -51,7 +61,9 @@ fi
 build_dir=${OPTIMATE_BUILD_DIR:-build}
 # Clones in other folders share one compiler cache.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
-if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${OPTIMATE_CMAKE_ARGS:-}
+# A build configured before the Python package existed is configured again to pick it up.
+if [ ! -f "$build_dir/build.ninja" ] || ! grep -q '^OPTIMATE_PYTHON:' "$build_dir/CMakeCache.txt"; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$venv/bin/python" \
+    ${OPTIMATE_CMAKE_ARGS:-}
 fi
 cmake --build "$build_dir" -j "$(nproc)"

@@ -14,5 +14,8 @@ ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L cpu
 echo "== live server suite (official openai client, hostile input, Prometheus, load)"
 OPTIMATE_BIN="$build_dir/optimate" tests/python/run.sh
 
+echo "== Python package (the in-process engine, on the embedded model)"
+OPTIMATE_BUILD_DIR="$build_dir" tests/python_api/run.sh
+
 echo "== fuzzing the GGUF and safetensors parsers (bounded)"
 scripts/fuzz.sh "${OPTIMATE_FUZZ_SECONDS:-30}"

@@ -10,28 +10,28 @@
 
 namespace optimate::optim {
 
-const OptionValue* OptionReader::find(const std::string& key) {
-  read_.push_back(key);
+const OptionValue* OptionReader::find(const std::string& key, OptionValue fallback) {
+  read_.push_back({key, std::move(fallback)});
   auto it = spec_.options.find(key);
   return it == spec_.options.end() ? nullptr : &it->second;
 }
 
 bool OptionReader::get_bool(const std::string& key, bool fallback) {
-  const OptionValue* v = find(key);
+  const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
   if (auto* b = std::get_if<bool>(v)) return *b;
   fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a boolean", spec_.name, key);
 }
 
 int64_t OptionReader::get_int(const std::string& key, int64_t fallback) {
-  const OptionValue* v = find(key);
+  const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
   if (auto* i = std::get_if<int64_t>(v)) return *i;
   fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be an integer", spec_.name, key);
 }
 
 double OptionReader::get_double(const std::string& key, double fallback) {
-  const OptionValue* v = find(key);
+  const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
   if (auto* d = std::get_if<double>(v)) return *d;
   if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
@@ -39,14 +39,14 @@ double OptionReader::get_double(const std::string& key, double fallback) {
 }
 
 std::string OptionReader::get_string(const std::string& key, const std::string& fallback) {
-  const OptionValue* v = find(key);
+  const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
   if (auto* s = std::get_if<std::string>(v)) return *s;
   fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a string", spec_.name, key);
 }
 
 std::string OptionReader::get_int_or_string(const std::string& key, const std::string& fallback) {
-  const OptionValue* v = find(key);
+  const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
   if (auto* s = std::get_if<std::string>(v)) return *s;
   if (auto* i = std::get_if<int64_t>(v)) return std::to_string(*i);
@@ -55,7 +55,7 @@ std::string OptionReader::get_int_or_string(const std::string& key, const std::s
 
 void OptionReader::finish() const {
   for (const auto& [key, value] : spec_.options)
-    if (std::find(read_.begin(), read_.end(), key) == read_.end())
+    if (std::none_of(read_.begin(), read_.end(), [&](const OptionDefault& r) { return r.key == key; }))
       fail(ErrorCode::kInvalidArgument, "optimizers.{} has no option '{}'", spec_.name, key);
 }
 
@@ -64,8 +64,7 @@ namespace {
 // A baseline takes no options and fills one slot.
 template <typename Impl, typename Slot>
 SimpleOptimizerFactory no_options(std::shared_ptr<Slot> PolicySet::*slot) {
-  return [slot](const OptimizerSpec& spec) {
-    OptionReader(spec).finish();
+  return [slot](OptionReader&) {
     PolicySet set;
     set.*slot = std::make_shared<Impl>();
     return set;
@@ -100,9 +99,7 @@ void OptimizerRegistry::register_optimizer(const std::string& name, const std::s
 void OptimizerRegistry::register_optimizer(const std::string& name, const std::string& description,
                                            SimpleOptimizerFactory factory) {
   register_optimizer(name, description,
-                     [f = std::move(factory)](const OptimizerSpec& spec, const BuildContext&) {
-                       return f(spec);
-                     });
+                     [f = std::move(factory)](OptionReader& reader, const BuildContext&) { return f(reader); });
 }
 
 std::vector<std::string> OptimizerRegistry::names() const {
@@ -111,12 +108,26 @@ std::vector<std::string> OptimizerRegistry::names() const {
   return out;
 }
 
-PolicySet OptimizerRegistry::build(const OptimizerSpec& spec, const BuildContext& context) const {
-  auto it = entries_.find(spec.name);
+const OptimizerRegistry::Entry& OptimizerRegistry::entry(const std::string& name) const {
+  auto it = entries_.find(name);
   if (it == entries_.end())
-    fail(ErrorCode::kNotFound, "unknown optimizer '{}' (known: {})", spec.name,
-         fmt::join(names(), ", "));
-  return it->second.factory(spec, context);
+    fail(ErrorCode::kNotFound, "unknown optimizer '{}' (known: {})", name, fmt::join(names(), ", "));
+  return it->second;
+}
+
+PolicySet OptimizerRegistry::build(const OptimizerSpec& spec, const BuildContext& context) const {
+  OptionReader reader(spec);
+  PolicySet set = entry(spec.name).factory(reader, context);
+  reader.finish();
+  return set;
+}
+
+OptimizerInfo OptimizerRegistry::describe(const std::string& name, const BuildContext& context) const {
+  const Entry& e = entry(name);
+  const OptimizerSpec none{name, {}};
+  OptionReader reader(none);
+  e.factory(reader, context);
+  return {name, e.description, reader.read()};
 }
 
 PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs,

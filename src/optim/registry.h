@@ -14,8 +14,15 @@
 
 namespace optimate::optim {
 
+// An option an optimizer reads, with its type (the alternative held) and default.
+struct OptionDefault {
+  std::string key;
+  OptionValue fallback;
+};
+
 // Typed access to an optimizer's options; finish() rejects keys nobody read, so a typo in a
-// TOML table is an error instead of a silently ignored knob.
+// TOML table is an error instead of a silently ignored knob. It remembers every key read with
+// its default, which is how the registry describes an optimizer's options.
 class OptionReader {
  public:
   explicit OptionReader(const OptimizerSpec& spec) : spec_(spec) {}
@@ -26,11 +33,12 @@ class OptionReader {
   // An integer or a string, as text ("8", "fp8").
   std::string get_int_or_string(const std::string& key, const std::string& fallback);
   void finish() const;
+  const std::vector<OptionDefault>& read() const { return read_; }
 
  private:
-  const OptionValue* find(const std::string& key);
+  const OptionValue* find(const std::string& key, OptionValue fallback);
   const OptimizerSpec& spec_;
-  std::vector<std::string> read_;
+  std::vector<OptionDefault> read_;
 };
 
 // What an optimizer may know of the engine it is built for.
@@ -40,8 +48,16 @@ struct BuildContext {
   PriorityOrder priority_order = PriorityOrder::kHigherFirst;
 };
 
-using OptimizerFactory = std::function<PolicySet(const OptimizerSpec&, const BuildContext&)>;
-using SimpleOptimizerFactory = std::function<PolicySet(const OptimizerSpec&)>;
+// Builds an optimizer's policies from its options; the registry calls finish() afterwards.
+using OptimizerFactory = std::function<PolicySet(OptionReader&, const BuildContext&)>;
+// For optimizers that need no BuildContext.
+using SimpleOptimizerFactory = std::function<PolicySet(OptionReader&)>;
+
+struct OptimizerInfo {
+  std::string name;
+  std::string description;
+  std::vector<OptionDefault> options;  // in the order the factory reads them
+};
 
 class OptimizerRegistry {
  public:
@@ -52,7 +68,6 @@ class OptimizerRegistry {
 
   void register_optimizer(const std::string& name, const std::string& description,
                           OptimizerFactory factory);
-  // For optimizers that need no BuildContext.
   void register_optimizer(const std::string& name, const std::string& description,
                           SimpleOptimizerFactory factory);
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
@@ -60,6 +75,8 @@ class OptimizerRegistry {
 
   // Builds one optimizer; Error(kNotFound) for an unknown name (listing the known ones).
   PolicySet build(const OptimizerSpec& spec, const BuildContext& context = {}) const;
+  // The optimizer's options and their defaults, found by building it with none set.
+  OptimizerInfo describe(const std::string& name, const BuildContext& context = {}) const;
   // Builds every enabled spec and merges them; two optimizers claiming the same slot is an
   // Error(kInvalidArgument). Empty slots stay empty (see with_baselines).
   PolicySet build_all(const std::vector<OptimizerSpec>& specs, const BuildContext& context = {}) const;
@@ -69,6 +86,7 @@ class OptimizerRegistry {
     std::string description;
     OptimizerFactory factory;
   };
+  const Entry& entry(const std::string& name) const;
   std::map<std::string, Entry> entries_;
 };
 

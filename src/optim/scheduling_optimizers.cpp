@@ -10,10 +10,8 @@ namespace optimate::optim {
 void register_scheduling_optimizers(OptimizerRegistry& registry) {
   registry.register_optimizer(
       "priority", "strict priority levels, a starvation bound per level and priority preemption",
-      [](const OptimizerSpec& spec, const BuildContext& context) {
-        OptionReader reader(spec);
+      [](OptionReader& reader, const BuildContext& context) {
         const PriorityOptions options = PriorityOptions::read(reader, context.priority_order);
-        reader.finish();
         PolicySet set;
         set.queue = std::make_shared<PriorityQueuePolicy>(options);
         if (options.choose_victims) set.preempt = std::make_shared<PriorityVictimPolicy>(options);
@@ -21,22 +19,16 @@ void register_scheduling_optimizers(OptimizerRegistry& registry) {
       });
   registry.register_optimizer(
       "kv_quant", "store the KV of less important requests quantized while the cache is short of memory",
-      [](const OptimizerSpec& spec, const BuildContext& context) {
-        OptionReader reader(spec);
-        const KvQuantOptions options = KvQuantOptions::read(reader, context.priority_order);
-        reader.finish();
+      [](OptionReader& reader, const BuildContext& context) {
         PolicySet set;
-        set.kv = std::make_shared<KvQuantPolicy>(options);
+        set.kv = std::make_shared<KvQuantPolicy>(KvQuantOptions::read(reader, context.priority_order));
         return set;
       });
   registry.register_optimizer(
       "predictive", "hold new requests up to max_wait_ms when a fuller batch is worth the wait",
-      [](const OptimizerSpec& spec) {
-        OptionReader reader(spec);
-        const PredictiveOptions options = PredictiveOptions::read(reader);
-        reader.finish();
+      [](OptionReader& reader) {
         PolicySet set;
-        set.batch = std::make_shared<PredictiveBatchPolicy>(options);
+        set.batch = std::make_shared<PredictiveBatchPolicy>(PredictiveOptions::read(reader));
         return set;
       });
 }

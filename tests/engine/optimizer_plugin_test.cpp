@@ -36,10 +36,8 @@ Engine make_engine(std::shared_ptr<FakeClock> clock, bool enabled) {
   EngineParts parts;
   parts.runner = std::make_unique<FakeModelRunner>(256, 4);
   parts.clock = clock;
-  parts.registry.register_optimizer("hold", "test batch policy", [](const OptimizerSpec& spec) {
-    optim::OptionReader r(spec);
+  parts.registry.register_optimizer("hold", "test batch policy", [](optim::OptionReader& r) {
     auto policy = std::make_shared<HoldUntilBatch>(r.get_int("min_waiting", 2), r.get_double("max_wait_ms", 10));
-    r.finish();
     optim::PolicySet set;
     set.batch = policy;
     return set;

@@ -34,7 +34,7 @@ Engine make_engine(std::atomic<int64_t>& calls, int64_t hold_ns) {
   c.optimizers = {OptimizerSpec{"hold-for", {}}};
   EngineParts parts;
   parts.runner = std::make_unique<FakeModelRunner>(256, 4);
-  parts.registry.register_optimizer("hold-for", "test", [&calls, hold_ns](const OptimizerSpec&) {
+  parts.registry.register_optimizer("hold-for", "test", [&calls, hold_ns](optim::OptionReader&) {
     optim::PolicySet set;
     set.batch = std::make_shared<HoldFor>(calls, hold_ns);
     return set;

@@ -1,0 +1,215 @@
+"""LLMEngine: the synchronous engine, stepped by the caller (vLLM's LLMEngine loop).
+
+    engine = create_optimized_engine(EngineArgs(model=...), optimizers=[PrioritySchedulerOptimizer()])
+    engine.add_request("a", "Hello", SamplingParams(max_tokens=32), metadata={"priority": 5})
+    while engine.has_unfinished_requests():
+        for output in engine.step():
+            ...
+
+step() runs one engine step (schedule, forward pass, sampling) in C++ with the GIL released.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from optimate import _core
+from optimate.engine_args import EngineArgs
+from optimate.errors import EngineError
+from optimate.optimizers import Optimizer
+from optimate.outputs import OutputTracker, RequestOutput
+from optimate.policies import BatchPolicy, QueuePolicy
+from optimate.sampling_params import SamplingParams
+
+# A prompt: text, token ids, or vLLM's {"prompt": text} / {"prompt_token_ids": ids}.
+PromptType = Union[str, Sequence[int], Mapping[str, Any]]
+OptimizerLike = Union[Optimizer, QueuePolicy, BatchPolicy]
+
+
+def _split_optimizers(optimizers: Iterable[OptimizerLike]):
+    specs, policies = [], []
+    for o in optimizers or ():
+        if isinstance(o, Optimizer):
+            specs.append((o.name, dict(o.options), o.enabled))
+        elif isinstance(o, (QueuePolicy, BatchPolicy)):
+            policies.append((o.policy_name(), o.kind, o))
+            specs.append((o.policy_name(), {}, True))
+        else:
+            raise ValueError(f"optimizers takes optimate.optimizers classes and QueuePolicy/BatchPolicy "
+                            f"instances, got {type(o).__name__}")
+    return specs, policies
+
+
+def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
+    if not isinstance(engine_args, EngineArgs):
+        raise ValueError(f"engine_args must be EngineArgs, got {type(engine_args).__name__}")
+    specs, policies = _split_optimizers(optimizers)
+    core = _core.Engine(engine_args.engine_settings(), specs, policies, async_mode)
+    return core, {name: (dict(options), enabled) for name, options, enabled in specs}
+
+
+def _priority(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) -> int:
+    """Larger is more important (the seed's rule; vLLM's ``priority`` is lower-first)."""
+    if metadata:
+        unknown = set(metadata) - {"priority"}
+        if unknown:
+            raise ValueError(f"metadata has unknown keys {sorted(unknown)} (known: priority)")
+        if "priority" in metadata:
+            if priority is not None and priority != metadata["priority"]:
+                raise ValueError("priority and metadata['priority'] disagree")
+            priority = metadata["priority"]
+    if priority is None:
+        return 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority must be an int, got {type(priority).__name__}")
+    return priority
+
+
+def _prompt(core, prompt: PromptType) -> tuple[Optional[str], list[int]]:
+    if isinstance(prompt, str):
+        return prompt, core.encode(prompt)
+    if isinstance(prompt, Mapping):
+        if "prompt_token_ids" in prompt:
+            return prompt.get("prompt"), [int(t) for t in prompt["prompt_token_ids"]]
+        if "prompt" in prompt:
+            return prompt["prompt"], core.encode(prompt["prompt"])
+        raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
+    if isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return None, list(prompt)
+    raise ValueError(f"a prompt is a str, a list of token ids or a dict, got {type(prompt).__name__}")
+
+
+def _resolve_params(params: Optional[SamplingParams], num_prompt_tokens: int, max_model_len: int) -> SamplingParams:
+    if params is None:
+        params = SamplingParams()
+    if not isinstance(params, SamplingParams):
+        raise ValueError(f"params must be SamplingParams, got {type(params).__name__}")
+    if params.max_tokens is None:  # until the context is full
+        params = dataclasses.replace(params, max_tokens=max(1, max_model_len - num_prompt_tokens))
+    return params
+
+
+def _optimizer_list(specs: dict, counters: list) -> list[dict[str, Any]]:
+    """The server's GET /v1/optimizers list: configured optimizers, then the baselines in use."""
+    active = dict(counters)
+    out = [{"name": name, "enabled": enabled, "baseline": False, "options": options,
+            "counters": active.get(name, {})} for name, (options, enabled) in specs.items()]
+    out += [{"name": name, "enabled": True, "baseline": True, "options": {}, "counters": c}
+            for name, c in counters if name not in specs]
+    return out
+
+
+def _optimizer_spec(specs: dict, optimizer: Union[OptimizerLike, str], enabled: Optional[bool],
+                    options: dict) -> tuple[str, dict, bool]:
+    if isinstance(optimizer, Optimizer):
+        if options:
+            raise ValueError("pass options in the optimizer object, not as keywords")
+        name, opts, on = optimizer.name, dict(optimizer.options), optimizer.enabled
+    elif isinstance(optimizer, (QueuePolicy, BatchPolicy)):
+        name, opts, on = optimizer.policy_name(), {}, True
+    elif isinstance(optimizer, str):
+        name = optimizer
+        old_options, on = specs.get(name, ({}, True))
+        opts = {**old_options, **options}
+    else:
+        raise ValueError(f"set_optimizer takes an optimizer, a policy or a name, got {type(optimizer).__name__}")
+    if enabled is not None:
+        on = bool(enabled)
+    return name, opts, on
+
+
+class LLMEngine:
+    """The engine, stepped by the caller. Build it with ``create_optimized_engine`` or
+    ``LLMEngine.from_engine_args``; it is not thread-safe (AsyncLLMEngine is)."""
+
+    def __init__(self, engine_args: EngineArgs, optimizers: Iterable[OptimizerLike] = ()):
+        self.engine_args = engine_args
+        self._core, self._specs = _make_core(engine_args, optimizers, async_mode=False)
+        self._tracker = OutputTracker()
+        self._held: list[RequestOutput] = []  # outputs of a step whose policy failure was raised
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineArgs,
+                         optimizers: Optional[Iterable[OptimizerLike]] = None) -> "LLMEngine":
+        return cls(engine_args, optimizers or ())
+
+    @property
+    def max_model_len(self) -> int:
+        return self._core.max_model_len
+
+    @property
+    def description(self) -> str:
+        """The backend and model, e.g. "cpu SmolLM2-135M-Instruct.Q4_1.gguf"."""
+        return self._core.description
+
+    def encode(self, text: str) -> list[int]:
+        """The prompt token ids the engine uses for ``text``."""
+        return self._core.encode(text)
+
+    def add_request(self, request_id: str, prompt: PromptType, params: Optional[SamplingParams] = None,
+                    arrival_time: Optional[float] = None, *, metadata: Optional[Mapping[str, Any]] = None,
+                    priority: Optional[int] = None) -> None:
+        """Queues a request. ``metadata={"priority": p}`` (or ``priority=p``): a larger p is more
+        important. ValueError for a bad prompt, parameters or a request id in use."""
+        if not isinstance(request_id, str):
+            raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
+        if request_id in self._tracker:
+            raise ValueError(f"request id '{request_id}' is already in use")
+        level = _priority(metadata, priority)
+        text, ids = _prompt(self._core, prompt)
+        params = _resolve_params(params, len(ids), self._core.max_model_len)
+        self._core.add_request(request_id, ids, params, level)
+        self._tracker.add(request_id, text, ids, params, arrival_time)
+
+    def step(self) -> list[RequestOutput]:
+        """Runs one step; returns the outputs of the requests that progressed (all of them in
+        the step an abort was requested before)."""
+        deltas = self._core.step()  # if this raises, held outputs stay held
+        held, self._held = self._held, []
+        outputs = held + self._tracker.process(deltas)
+        failure = self._core.take_policy_failure()
+        if failure is not None:
+            message, cause = failure
+            self._held = outputs
+            raise EngineError(message, "policy") from cause
+        return outputs
+
+    def abort_request(self, request_id: Union[str, Iterable[str]]) -> None:
+        """Ends the request(s); the next step() reports them with finish_reason "abort" and
+        their KV blocks are free. Unknown or finished ids are ignored."""
+        for rid in [request_id] if isinstance(request_id, str) else list(request_id):
+            self._core.abort(rid)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._held) or self._core.has_unfinished()
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self._tracker)
+
+    def get_optimizers(self) -> list[dict[str, Any]]:
+        """Each optimizer: name, enabled, baseline, options, counters (the server's
+        GET /v1/optimizers)."""
+        return _optimizer_list(self._specs, self._core.optimizer_counters())
+
+    def set_optimizer(self, optimizer: Union[OptimizerLike, str], enabled: Optional[bool] = None,
+                      **options: Any) -> None:
+        """Enables, retunes or disables an optimizer between steps; disabling falls back to the
+        baseline (rollback). ``set_optimizer(PredictiveBatchingOptimizer(max_wait_ms=20))``,
+        ``set_optimizer("priority", enabled=False)``, ``set_optimizer("priority", aging_ms=100)``."""
+        name, opts, on = _optimizer_spec(self._specs, optimizer, enabled, options)
+        self._core.set_optimizer(name, opts, on)
+        self._specs[name] = (opts, on)
+
+    def get_stats(self) -> dict[str, int]:
+        """num_running, num_waiting, kv_used_blocks, kv_total_blocks, num_steps,
+        num_preemptions, num_prompt_tokens, num_generation_tokens, prefix_cache_queries,
+        prefix_cache_hits."""
+        return self._core.stats()
+
+
+def create_optimized_engine(engine_args: EngineArgs,
+                            optimizers: Optional[Iterable[OptimizerLike]] = None) -> LLMEngine:
+    """The seed's entry point: an LLMEngine running ``optimizers`` (optimate.optimizers
+    instances and QueuePolicy/BatchPolicy subclasses) in place of the baselines."""
+    return LLMEngine(engine_args, optimizers or ())

@@ -1,0 +1,94 @@
+"""LLM: offline batches (vLLM's LLM class). Every prompt is queued at once and the engine runs
+them with continuous batching; results come back in prompt order."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from optimate.engine import LLMEngine, OptimizerLike, PromptType, _prompt
+from optimate.engine_args import EngineArgs
+from optimate.outputs import RequestOutput
+from optimate.sampling_params import RequestOutputKind, SamplingParams
+
+ChatMessage = Mapping[str, str]  # {"role": ..., "content": ...}
+
+# The progress bar appears only once a batch has run this long (seconds).
+_PROGRESS_DELAY_S = 2.0
+
+
+class LLM:
+    """An engine for offline batches: ``LLM(model=..., **engine_args, optimizers=[...])``."""
+
+    def __init__(self, model: str, *, optimizers: Optional[Iterable[OptimizerLike]] = None, **engine_args: Any):
+        self.llm_engine = LLMEngine(EngineArgs(model=model, **engine_args), optimizers or ())
+        self._ids = itertools.count()
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
+                 sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
+                 priority: Optional[Sequence[int]] = None, use_tqdm: bool = True) -> list[RequestOutput]:
+        """Completes every prompt; one RequestOutput per prompt, in order. ``sampling_params``
+        is one for all or one per prompt; ``priority`` one per prompt (larger first). A progress
+        bar (tqdm) shows once a batch has run for a couple of seconds."""
+        if isinstance(prompts, (str, Mapping)) or (
+                isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        return self._run([_prompt(self.llm_engine._core, p) for p in prompts], sampling_params, priority, use_tqdm)
+
+    def chat(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
+             sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
+             add_generation_prompt: bool = True, priority: Optional[Sequence[int]] = None,
+             use_tqdm: bool = True) -> list[RequestOutput]:
+        """Completes one conversation (a list of {"role", "content"} dicts) or several, rendered
+        with the model's chat template."""
+        conversations = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
+        prompts = []
+        for conversation in conversations:
+            pairs = [(m["role"], m["content"]) for m in conversation]
+            text, ids = self.llm_engine._core.chat_prompt(pairs, add_generation_prompt)
+            prompts.append((text, ids))
+        return self._run(prompts, sampling_params, priority, use_tqdm)
+
+    def _run(self, prompts: list[tuple[Optional[str], list[int]]], sampling_params, priority,
+             use_tqdm: bool) -> list[RequestOutput]:
+        n = len(prompts)
+        if sampling_params is None or isinstance(sampling_params, SamplingParams):
+            params_list = [sampling_params or SamplingParams()] * n
+        else:
+            params_list = list(sampling_params)
+            if len(params_list) != n:
+                raise ValueError(f"{len(params_list)} sampling_params for {n} prompts")
+        if priority is not None and len(priority) != n:
+            raise ValueError(f"{len(priority)} priorities for {n} prompts")
+        engine = self.llm_engine
+        order: dict[str, int] = {}
+        try:
+            for i, ((text, ids), params) in enumerate(zip(prompts, params_list)):
+                request_id = str(next(self._ids))
+                params = dataclasses.replace(params, output_kind=RequestOutputKind.FINAL_ONLY)
+                engine.add_request(request_id, {"prompt": text, "prompt_token_ids": ids}, params,
+                                   priority=None if priority is None else priority[i])
+                order[request_id] = i
+            results: list[Optional[RequestOutput]] = [None] * n
+            bar = _progress(n) if use_tqdm else None
+            while engine.has_unfinished_requests() and any(r is None for r in results):
+                for out in engine.step():
+                    if out.finished and out.request_id in order:
+                        results[order[out.request_id]] = out
+                        if bar is not None:
+                            bar.update(1)
+            if bar is not None:
+                bar.close()
+        except BaseException:
+            engine.abort_request(list(order))
+            while engine.has_unfinished_requests():
+                engine.step()
+            raise
+        return results  # type: ignore[return-value]
+
+
+def _progress(total: int):
+    from tqdm.auto import tqdm  # imported here: building the package needs no tqdm
+
+    return tqdm(total=total, desc="Processed prompts", unit="req", delay=_PROGRESS_DELAY_S, dynamic_ncols=True)

@@ -1,0 +1,71 @@
+"""Bad arguments raise ValueError naming what is wrong; other failures raise EngineError."""
+
+import pytest
+
+from conftest import small_args
+from optimate import EngineArgs, EngineError, LLM, SamplingParams, create_optimized_engine
+from optimate.optimizers import PredictiveBatchingOptimizer, PrioritySchedulerOptimizer
+
+
+@pytest.mark.parametrize("settings, word", [
+    (dict(max_num_seqs=0), "max-num-seqs"),
+    (dict(block_size=3), "block-size"),
+    (dict(device="tpu"), "device"),
+    (dict(gpu_memory_utilization=1.5), "gpu-memory-utilization"),
+    (dict(kv_cache_dtype="fp8"), "kv-cache-dtype"),
+    (dict(kv_cache_memory="lots"), "kv_cache_memory"),
+    (dict(max_num_seqs="many"), "max_num_seqs"),
+    (dict(tensor_parallel_size=2), "tensor_parallel_size"),
+])
+def test_bad_engine_args(settings, word):
+    with pytest.raises(ValueError, match=word):
+        EngineArgs(model="m.gguf", **settings)
+
+
+@pytest.mark.parametrize("params, word", [
+    (dict(temperature=-1.0), "temperature"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(n=0), "n must"),
+    (dict(max_tokens=0), "max_tokens"),
+    (dict(logprobs=50), "logprobs"),
+    (dict(stop=[""]), "stop"),
+    (dict(temperature="hot"), "temperature"),
+])
+def test_bad_sampling_params(params, word):
+    with pytest.raises(ValueError, match=word):
+        SamplingParams(**params)
+
+
+def test_bad_optimizer_options():
+    with pytest.raises(ValueError, match="levels"):
+        PrioritySchedulerOptimizer(levels=0)
+    with pytest.raises(ValueError, match="no option 'aging'"):
+        PrioritySchedulerOptimizer(aging=1.0)
+    with pytest.raises(ValueError, match="must be float"):
+        PredictiveBatchingOptimizer(max_wait_ms="soon")
+
+
+def test_bad_requests(model):
+    engine = create_optimized_engine(small_args(model, max_model_len=64))
+    engine.add_request("a", "Hello", SamplingParams(max_tokens=4))
+    with pytest.raises(ValueError, match="already in use"):
+        engine.add_request("a", "Hello", SamplingParams(max_tokens=4))
+    with pytest.raises(ValueError, match="context|long"):
+        engine.add_request("long", "word " * 200, SamplingParams(max_tokens=4))
+    with pytest.raises(ValueError, match="vocabulary"):
+        engine.add_request("ids", [1, 2, 10**9], SamplingParams(max_tokens=4))
+    with pytest.raises(ValueError, match="metadata"):
+        engine.add_request("m", "Hello", SamplingParams(), metadata={"priorty": 1})
+    with pytest.raises(ValueError, match="prompt"):
+        engine.add_request("p", 3.5, SamplingParams())
+    # Nothing was lost: the first request still runs to its end.
+    outputs = []
+    while engine.has_unfinished_requests():
+        outputs += engine.step()
+    assert [o.request_id for o in outputs if o.finished] == ["a"]
+
+
+def test_missing_model_is_an_engine_error(tmp_path):
+    with pytest.raises(EngineError) as err:
+        LLM(str(tmp_path / "missing.gguf"))
+    assert err.value.code == "not_found"
