@@ -86,17 +86,17 @@ TEST(Q8Kernels, ActivationsRoundToTheNearestOf255LevelsPerGroup) {
     for (int64_t b = 0; b < cols / kQ8Scale; ++b) {
       float amax = 0.0f;
       for (int i = 0; i < kQ8Scale; ++i) amax = std::max(amax, std::fabs(x[r * cols + b * kQ8Scale + i]));
-      const float d = a.lane_scale_row(r)[b * kQ8Scale / 4];
+      const float d = activation_scale(a, r, b * kQ8Scale);
       EXPECT_FLOAT_EQ(d, amax / 127.0f);
       for (int i = 0; i < kQ8Scale; ++i) {
         const int64_t c = b * kQ8Scale + i;
-        EXPECT_LE(std::abs(int{a.q_row(r)[c]}), 127);
+        EXPECT_LE(std::abs(int{activation_q(a, r, c)}), 127);
         EXPECT_LE(std::fabs(dequantized_activation(a, r, c) - x[r * cols + c]), d * 0.5f * (1 + 1e-5f)) << r << " " << c;
       }
       for (int lane = 0; lane < kQ8Scale / 4; ++lane) {
         int s = 0;
-        for (int i = 0; i < 4; ++i) s += a.q_row(r)[b * kQ8Scale + lane * 4 + i];
-        EXPECT_FLOAT_EQ(a.lane_sum_row(r)[b * kQ8Scale / 4 + lane], d * static_cast<float>(s));
+        for (int i = 0; i < 4; ++i) s += activation_q(a, r, b * kQ8Scale + lane * 4 + i);
+        EXPECT_FLOAT_EQ(activation_lane_sum(a, r, b * kQ8Scale + lane * 4), d * static_cast<float>(s));
       }
     }
 }
@@ -128,7 +128,7 @@ TEST(Q8Kernels, MatchDoubleReferencesForEveryTypeTokenCountAndVariant) {
                 same += wi * xq;
                 exact += wi * x[tk * cols + i];
                 mag += std::fabs(wi * xq);
-                bound += std::fabs(wi) * a.lane_scale_row(tk)[i / 4] * 0.5;
+                bound += std::fabs(wi) * activation_scale(a, tk, i) * 0.5;
               }
               const double got = y[tk * rows + r];
               ASSERT_NEAR(got, same, 2e-6 * mag + 1e-30) << where(isa, t, cols, m) << " row " << r << " token " << tk;

@@ -63,22 +63,41 @@ void resize_q8_activations(Q8Activations& out, int64_t rows, int64_t cols) {
   OPTIMATE_CHECK(cols > 0 && cols % kQ8Block == 0, "activation rows of {} elements: not whole blocks of {}", cols, kQ8Block);
   out.rows = rows;
   out.cols = cols;
-  grow(out.q, rows * cols);
-  grow(out.lane_scale, rows * cols / kQ8Lane);
-  grow(out.lane_sum, rows * cols / kQ8Lane);
+  const int64_t n = out.units() * rows;
+  grow(out.q, n * kQ8Unit);
+  grow(out.lane_scale, n * kQ8Unit / kQ8Lane);
+  grow(out.lane_sum, n * kQ8Unit / kQ8Lane);
+  if (cols % kQ8Unit != 0) {  // the half unit's padding: zeros the kernels may read
+    const int64_t u = out.units() - 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill_n(out.q.data() + (u * rows + r) * kQ8Unit + kQ8Block, kQ8Block, int8_t{0});
+      std::fill_n(out.lane_scale.data() + (u * rows + r) * 16 + 8, 8, 0.0f);
+      std::fill_n(out.lane_sum.data() + (u * rows + r) * 16 + 8, 8, 0.0f);
+    }
+  }
 }
 
 void quantize_activations(const float* x, int64_t row0, int64_t row1, Q8Activations& out) {
-  const int64_t cols = out.cols, lanes = cols / kQ8Lane;
+  const int64_t cols = out.cols, rows = out.rows;
   for (int64_t r = row0; r < row1; ++r)
-    for (int64_t c = 0; c < cols; c += kQ8Block)
-      quantize_block(x + r * cols + c, out.q.data() + r * cols + c,
-                     out.lane_scale.data() + r * lanes + c / kQ8Lane,
-                     out.lane_sum.data() + r * lanes + c / kQ8Lane);
+    for (int64_t c = 0; c < cols; c += kQ8Block) {
+      const int64_t unit = c / kQ8Unit, half = (c % kQ8Unit) / kQ8Block, at = unit * rows + r;
+      quantize_block(x + r * cols + c, out.q.data() + at * kQ8Unit + half * kQ8Block,
+                     out.lane_scale.data() + at * 16 + half * 8, out.lane_sum.data() + at * 16 + half * 8);
+    }
 }
 
+namespace {
+int64_t at(const Q8Activations& a, int64_t row, int64_t col) {
+  return (col / kQ8Unit * a.rows + row) * kQ8Unit + col % kQ8Unit;
+}
+}  // namespace
+
+int8_t activation_q(const Q8Activations& a, int64_t row, int64_t col) { return a.q[at(a, row, col)]; }
+float activation_scale(const Q8Activations& a, int64_t row, int64_t col) { return a.lane_scale[at(a, row, col) / kQ8Lane]; }
+float activation_lane_sum(const Q8Activations& a, int64_t row, int64_t col) { return a.lane_sum[at(a, row, col) / kQ8Lane]; }
 float dequantized_activation(const Q8Activations& a, int64_t row, int64_t col) {
-  return static_cast<float>(a.q_row(row)[col]) * a.lane_scale_row(row)[col / kQ8Lane];
+  return static_cast<float>(activation_q(a, row, col)) * activation_scale(a, row, col);
 }
 
 }  // namespace optimate::cpu

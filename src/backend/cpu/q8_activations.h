@@ -13,23 +13,30 @@
 
 namespace optimate::cpu {
 
-inline constexpr int64_t kQ8Block = 32;  // elements quantized together (a whole row's unit)
-inline constexpr int64_t kQ8Lane = 4;
-#ifndef Q8S
-#define Q8S 8
-#endif
-inline constexpr int kQ8Scale = Q8S;    // elements per int32 lane of the dot-product kernels
+inline constexpr int64_t kQ8Block = 32;  // elements quantized together
+inline constexpr int64_t kQ8Lane = 4;    // elements per int32 lane of the dot-product kernels
+inline constexpr int kQ8Scale = 16;      // elements per activation scale
+inline constexpr int64_t kQ8Unit = 64;   // columns of one interleaved unit (a zmm of int8)
 
+// Stored unit-major: for each unit of 64 columns, every row's 64 values (then its 16 lane
+// scales and 16 lane sums) one after the other, so a kernel reading a group of rows at one unit
+// finds them at fixed offsets from one pointer. A row length that is an odd multiple of 32 ends
+// in a half unit, padded with zeros.
 struct Q8Activations {
   int64_t rows = 0;
   int64_t cols = 0;                // a multiple of kQ8Block
-  std::vector<int8_t> q;           // [rows, cols]
-  std::vector<float> lane_scale;   // [rows, cols / 4]: the group's d, once per int32 lane
-  std::vector<float> lane_sum;     // [rows, cols / 4]: d * (sum of the lane's four q)
+  std::vector<int8_t> q;           // [units, rows, 64]
+  std::vector<float> lane_scale;   // [units, rows, 16]: the group's d, once per int32 lane
+  std::vector<float> lane_sum;     // [units, rows, 16]: d * (sum of the lane's four q)
 
-  const int8_t* q_row(int64_t r) const { return q.data() + r * cols; }
-  const float* lane_scale_row(int64_t r) const { return lane_scale.data() + r * (cols / kQ8Lane); }
-  const float* lane_sum_row(int64_t r) const { return lane_sum.data() + r * (cols / kQ8Lane); }
+  int64_t units() const { return (cols + kQ8Unit - 1) / kQ8Unit; }
+  const int8_t* q_unit(int64_t unit, int64_t row) const { return q.data() + (unit * rows + row) * kQ8Unit; }
+  const float* scale_unit(int64_t unit, int64_t row) const {
+    return lane_scale.data() + (unit * rows + row) * (kQ8Unit / kQ8Lane);
+  }
+  const float* sum_unit(int64_t unit, int64_t row) const {
+    return lane_sum.data() + (unit * rows + row) * (kQ8Unit / kQ8Lane);
+  }
 };
 
 // Sizes `out` for rows x cols (buffers only grow). cols must be a multiple of 32.
@@ -39,7 +46,10 @@ void resize_q8_activations(Q8Activations& out, int64_t rows, int64_t cols);
 // may fill disjoint row ranges of one resized `out`.
 void quantize_activations(const float* x, int64_t row0, int64_t row1, Q8Activations& out);
 
-// The value an activation stands for after quantization: q * d (tests, references).
+// What an activation stands for after quantization, q * d, and its scale d (tests, references).
 float dequantized_activation(const Q8Activations& a, int64_t row, int64_t col);
+float activation_scale(const Q8Activations& a, int64_t row, int64_t col);
+int8_t activation_q(const Q8Activations& a, int64_t row, int64_t col);
+float activation_lane_sum(const Q8Activations& a, int64_t row, int64_t col);
 
 }  // namespace optimate::cpu

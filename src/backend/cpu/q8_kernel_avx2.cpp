@@ -20,29 +20,25 @@ inline __m256 group_lanes(const float* g) {  // two group values, each over four
 template <int M, bool kSigned>
 void row_kernel(const UnpackedRow& w, const Q8Activations& x, int64_t t0, float* y, int64_t stride,
                 bool accumulate) {
-  const int64_t cols = w.cols;
-  const int8_t* xq[M];
-  const float* xs[M];
-  const float* xl[M];
   __m256 acc[M], off[M];
-  for (int t = 0; t < M; ++t) {
-    xq[t] = x.q_row(t0 + t);
-    xs[t] = x.lane_scale_row(t0 + t);
-    xl[t] = x.lane_sum_row(t0 + t);
-    acc[t] = off[t] = _mm256_setzero_ps();
-  }
+  for (int t = 0; t < M; ++t) acc[t] = off[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t c = 0; c < cols; c += 32) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q.data() + c));
+  const int64_t halves = w.cols / 32;
+  for (int64_t h = 0; h < halves; ++h) {  // half units of 32 columns
+    const int64_t u = h / 2, part = h % 2;
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q.data() + 32 * h));
     const __m256i aw = kSigned ? _mm256_sign_epi8(wv, wv) : wv;
-    const __m256 sl = group_lanes(w.scale.data() + c / 16);
-    const __m256 ol = kSigned ? _mm256_setzero_ps() : group_lanes(w.offset.data() + c / 16);
+    const __m256 sl = group_lanes(w.scale.data() + 2 * h);
+    const __m256 ol = kSigned ? _mm256_setzero_ps() : group_lanes(w.offset.data() + 2 * h);
+    const int8_t* xq = x.q_unit(u, t0) + 32 * part;
+    const float* xs = x.scale_unit(u, t0) + 8 * part;
+    const float* xl = x.sum_unit(u, t0) + 8 * part;
     for (int t = 0; t < M; ++t) {
-      __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[t] + c));
+      __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + kQ8Unit * t));
       if constexpr (kSigned) xv = _mm256_sign_epi8(xv, wv);
       const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xv), ones);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sl, _mm256_loadu_ps(xs[t] + c / 4)), acc[t]);
-      if constexpr (!kSigned) off[t] = _mm256_fmadd_ps(ol, _mm256_loadu_ps(xl[t] + c / 4), off[t]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(sl, _mm256_loadu_ps(xs + 16 * t)), acc[t]);
+      if constexpr (!kSigned) off[t] = _mm256_fmadd_ps(ol, _mm256_loadu_ps(xl + 16 * t), off[t]);
     }
   }
   for (int t = 0; t < M; ++t) {

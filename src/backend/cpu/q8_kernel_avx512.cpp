@@ -24,43 +24,28 @@ OPTIMATE_AVX512_VNNI inline __m512 group_lanes(const float* g) {
   return _mm512_permutexvar_ps(idx, _mm512_zextps128_ps512(_mm_loadu_ps(g)));
 }
 
-// One step of 64 weights (kTail: the last 32 of a row whose length is an odd multiple of 32;
-// the padding of UnpackedRow keeps the group loads in bounds).
-template <int M, bool kTail>
-OPTIMATE_AVX512_VNNI inline void step(const UnpackedRow& w, int64_t c, const int8_t* const* xq,
-                                      const float* const* xs, const float* const* xl, __m512* acc,
-                                      __m512* off) {
-  const __mmask64 m8 = kTail ? 0xFFFFFFFFull : ~0ull;
-  const __mmask16 m16 = kTail ? 0x00FF : 0xFFFF;
-  const __m512i wv = _mm512_maskz_loadu_epi8(m8, w.q.data() + c);
-  const __m512 sl = group_lanes(w.scale.data() + c / 16);
-  const __m512 ol = group_lanes(w.offset.data() + c / 16);
-  for (int t = 0; t < M; ++t) {
-    const __m512i xv = _mm512_maskz_loadu_epi8(m8, xq[t] + c);
-    const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv);
-    const __m512 ds = _mm512_maskz_loadu_ps(m16, xs[t] + c / 4);
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sl, ds), acc[t]);
-    off[t] = _mm512_fmadd_ps(ol, _mm512_maskz_loadu_ps(m16, xl[t] + c / 4), off[t]);
-  }
-}
-
 template <int M>
 OPTIMATE_AVX512_VNNI void row_kernel(const UnpackedRow& w, const Q8Activations& x, int64_t t0,
                                      float* y, int64_t stride, bool accumulate) {
-  const int64_t cols = w.cols;
-  const int8_t* xq[M];
-  const float* xs[M];
-  const float* xl[M];
+  // Two accumulators per token: the scaled dot products and the offsets' terms, so a single
+  // token's chain of dependent FMAs is half as long.
   __m512 acc[M], off[M];
-  for (int t = 0; t < M; ++t) {
-    xq[t] = x.q_row(t0 + t);
-    xs[t] = x.lane_scale_row(t0 + t);
-    xl[t] = x.lane_sum_row(t0 + t);
-    acc[t] = off[t] = _mm512_setzero_ps();
+  for (int t = 0; t < M; ++t) acc[t] = off[t] = _mm512_setzero_ps();
+  const int64_t units = x.units();
+  for (int64_t u = 0; u < units; ++u) {
+    // A half unit at the end reads zero padding on both sides.
+    const __m512i wv = _mm512_loadu_si512(w.q.data() + u * kQ8Unit);
+    const __m512 sl = group_lanes(w.scale.data() + 4 * u);
+    const __m512 ol = group_lanes(w.offset.data() + 4 * u);
+    const int8_t* xq = x.q_unit(u, t0);
+    const float* xs = x.scale_unit(u, t0);
+    const float* xl = x.sum_unit(u, t0);
+    for (int t = 0; t < M; ++t) {
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + kQ8Unit * t));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sl, _mm512_loadu_ps(xs + 16 * t)), acc[t]);
+      off[t] = _mm512_fmadd_ps(ol, _mm512_loadu_ps(xl + 16 * t), off[t]);
+    }
   }
-  int64_t c = 0;
-  for (; c + 64 <= cols; c += 64) step<M, false>(w, c, xq, xs, xl, acc, off);
-  if (c < cols) step<M, true>(w, c, xq, xs, xl, acc, off);
   for (int t = 0; t < M; ++t) {
     const float v = _mm512_reduce_add_ps(_mm512_add_ps(acc[t], off[t]));
     float& out = y[t * stride];
