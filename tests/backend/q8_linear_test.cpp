@@ -72,6 +72,24 @@ TEST(Q8Kernels, UnpackedRowsGiveTheLoaderDequantizedWeights) {
       }
 }
 
+TEST(Q8Kernels, RepackedMatricesHoldTheLoaderDequantizedWeights) {
+  for (DType t : kTypes)
+    for (int64_t cols : cols_for(t)) {
+      const CpuMatrix w = random_matrix(t, 3, cols, 8);
+      const Q8Matrix m = pack_q8_matrix(w);
+      std::vector<float> want(static_cast<size_t>(cols)), got(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < w.rows; ++r) {
+        dequantize_row(t, w.row(r), want.data(), cols);
+        dequantize_q8_row(m, r, got.data());
+        float scale = 0.0f;  // offsets make the rounding relative to the row's magnitude
+        for (float v : want) scale = std::max(scale, std::fabs(v));
+        for (int64_t i = 0; i < cols; ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-6f * scale)
+              << dtype_name(t) << " cols " << cols << " row " << r << " element " << i;
+      }
+    }
+}
+
 TEST(Q8Kernels, ActivationsRoundToTheNearestOf255LevelsPerGroup) {
   std::mt19937 rng(3);
   std::normal_distribution<float> dist(0.0f, 2.0f);
@@ -109,6 +127,7 @@ TEST(Q8Kernels, MatchDoubleReferencesForEveryTypeTokenCountAndVariant) {
     for (DType t : kTypes)
       for (int64_t cols : cols_for(t)) {
         const CpuMatrix w = random_matrix(t, rows, cols, static_cast<uint32_t>(cols) + static_cast<uint32_t>(t));
+        const Q8Matrix packed = pack_q8_matrix(w);
         std::vector<float> wf(static_cast<size_t>(rows * cols));
         dequantize_row(t, w.blocks.data(), wf.data(), rows * cols);
         for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 33}) {
@@ -118,7 +137,7 @@ TEST(Q8Kernels, MatchDoubleReferencesForEveryTypeTokenCountAndVariant) {
           resize_q8_activations(a, m, cols);
           quantize_activations(x.data(), 0, m, a);
           std::vector<float> y(static_cast<size_t>(m * rows), std::numeric_limits<float>::quiet_NaN());
-          q8_linear_rows(a, w, y.data(), rows, 0, rows, /*accumulate=*/false, isa);
+          q8_linear_rows(a, packed, y.data(), rows, 0, rows, /*accumulate=*/false, isa);
           for (int64_t tk = 0; tk < m; ++tk)
             for (int64_t r = 0; r < rows; ++r) {
               double same = 0.0, exact = 0.0, mag = 0.0, bound = 0.0;
@@ -145,7 +164,7 @@ TEST(Q8Kernels, LinearSplitsRowsAndTokensAcrossThreadsAndAccumulates) {
   const int64_t rows = 200, cols = 576;
   for (CpuIsa isa : supported_cpu_isas())
     for (DType t : {DType::kQ8_0, DType::kQ4_1}) {
-      const CpuMatrix w = random_matrix(t, rows, cols, 9);
+      const Q8Matrix w = pack_q8_matrix(random_matrix(t, rows, cols, 9));
       for (int64_t m : {1, 6, 40}) {
         std::vector<float> x(static_cast<size_t>(m * cols)), base(static_cast<size_t>(m * rows));
         for (float& v : x) v = dist(rng);

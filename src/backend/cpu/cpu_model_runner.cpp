@@ -6,7 +6,7 @@
 #include <omp.h>
 
 #include "backend/cpu/q8_linear.h"
-#include "backend/cpu/q8_weight_row.h"
+#include "backend/cpu/q8_weight_row.h"  // has_q8_kernel
 #include "core/error.h"
 
 namespace optimate::cpu {
@@ -64,6 +64,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                              : activations_ == CpuActivations::kQ8 ? has_q8_kernel
                                                                    : keeps_quantized;
   weights_ = pack_cpu_weights(config_, weights, keep);
+  if (activations_ == CpuActivations::kQ8) repack_for_q8(weights_);
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
@@ -160,8 +161,8 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
 }
 
 void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_t t, bool accumulate) {
-  if (activations_ == CpuActivations::kQ8 && w.is_quantized())
-    q8_linear(x, w, y, t, accumulate, num_threads_, isa_, s_.q8);
+  if (!w.q8.empty())
+    q8_linear(x, w.q8, y, t, accumulate, num_threads_, isa_, s_.q8);
   else
     linear(x, w, y, t, accumulate, num_threads_);
 }

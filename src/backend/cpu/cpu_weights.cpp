@@ -60,7 +60,9 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, KeepQuantized ke
 void CpuWeights::embedding_row(int64_t id, float* dst) const {
   const CpuMatrix& e = tok_embeddings;
   OPTIMATE_CHECK(id >= 0 && id < e.rows, "token id {} outside the embedding's {} rows", id, e.rows);
-  if (e.is_quantized() && keeps_quantized(e.dtype, e.cols))
+  if (!e.q8.empty())
+    dequantize_q8_row(e.q8, id, dst);
+  else if (e.is_quantized() && keeps_quantized(e.dtype, e.cols))
     dequantize_rows(e, id, 1, dst);
   else if (e.is_quantized())
     dequantize_row(e.dtype, e.row(id), dst, e.cols);
@@ -75,6 +77,22 @@ int64_t CpuWeights::bytes() const {
     n += vec(l.attn_norm) + l.wqkv.bytes() + vec(l.bqkv) + l.wo.bytes() + vec(l.ffn_norm) +
          l.w_gate_up.bytes() + l.w_down.bytes();
   return n;
+}
+
+void repack_for_q8(CpuWeights& w) {
+  auto repack = [](CpuMatrix& m) {
+    if (m.blocks.empty()) return;
+    m.q8 = pack_q8_matrix(m);
+    std::vector<uint8_t>().swap(m.blocks);
+  };
+  repack(w.tok_embeddings);
+  repack(w.lm_head);
+  for (CpuLayerWeights& l : w.layers) {
+    repack(l.wqkv);
+    repack(l.wo);
+    repack(l.w_gate_up);
+    repack(l.w_down);
+  }
 }
 
 CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQuantized keep) {

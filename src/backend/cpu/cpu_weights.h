@@ -46,4 +46,8 @@ using KeepQuantized = bool (*)(DType dtype, int64_t cols);
 CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights,
                             KeepQuantized keep = keeps_quantized);
 
+// Repacks every quantized matrix for the integer kernels (q8_matrix.h), dropping the file's
+// blocks: what the 8-bit-activation path reads.
+void repack_for_q8(CpuWeights& weights);
+
 }  // namespace optimate::cpu

@@ -63,25 +63,26 @@ void resize_q8_activations(Q8Activations& out, int64_t rows, int64_t cols) {
   OPTIMATE_CHECK(cols > 0 && cols % kQ8Block == 0, "activation rows of {} elements: not whole blocks of {}", cols, kQ8Block);
   out.rows = rows;
   out.cols = cols;
-  const int64_t n = out.units() * rows;
+  const int64_t n = out.units() * (rows + kQ8Rows - 1) / kQ8Rows * kQ8Rows;
   grow(out.q, n * kQ8Unit);
   grow(out.lane_scale, n * kQ8Unit / kQ8Lane);
   grow(out.lane_sum, n * kQ8Unit / kQ8Lane);
   if (cols % kQ8Unit != 0) {  // the half unit's padding: zeros the kernels may read
     const int64_t u = out.units() - 1;
     for (int64_t r = 0; r < rows; ++r) {
-      std::fill_n(out.q.data() + (u * rows + r) * kQ8Unit + kQ8Block, kQ8Block, int8_t{0});
-      std::fill_n(out.lane_scale.data() + (u * rows + r) * 16 + 8, 8, 0.0f);
-      std::fill_n(out.lane_sum.data() + (u * rows + r) * 16 + 8, 8, 0.0f);
+      const int64_t at = out.slot(u, r);
+      std::fill_n(out.q.data() + at * kQ8Unit + kQ8Block, kQ8Block, int8_t{0});
+      std::fill_n(out.lane_scale.data() + at * 16 + 8, 8, 0.0f);
+      std::fill_n(out.lane_sum.data() + at * 16 + 8, 8, 0.0f);
     }
   }
 }
 
 void quantize_activations(const float* x, int64_t row0, int64_t row1, Q8Activations& out) {
-  const int64_t cols = out.cols, rows = out.rows;
+  const int64_t cols = out.cols;
   for (int64_t r = row0; r < row1; ++r)
     for (int64_t c = 0; c < cols; c += kQ8Block) {
-      const int64_t unit = c / kQ8Unit, half = (c % kQ8Unit) / kQ8Block, at = unit * rows + r;
+      const int64_t unit = c / kQ8Unit, half = (c % kQ8Unit) / kQ8Block, at = out.slot(unit, r);
       quantize_block(x + r * cols + c, out.q.data() + at * kQ8Unit + half * kQ8Block,
                      out.lane_scale.data() + at * 16 + half * 8, out.lane_sum.data() + at * 16 + half * 8);
     }
@@ -89,7 +90,7 @@ void quantize_activations(const float* x, int64_t row0, int64_t row1, Q8Activati
 
 namespace {
 int64_t at(const Q8Activations& a, int64_t row, int64_t col) {
-  return (col / kQ8Unit * a.rows + row) * kQ8Unit + col % kQ8Unit;
+  return a.slot(col / kQ8Unit, row) * kQ8Unit + col % kQ8Unit;
 }
 }  // namespace
 

@@ -17,26 +17,27 @@ inline constexpr int64_t kQ8Block = 32;  // elements quantized together
 inline constexpr int64_t kQ8Lane = 4;    // elements per int32 lane of the dot-product kernels
 inline constexpr int kQ8Scale = 16;      // elements per activation scale
 inline constexpr int64_t kQ8Unit = 64;   // columns of one interleaved unit (a zmm of int8)
+inline constexpr int64_t kQ8Rows = 8;    // rows stored together; kernels take groups within one
 
-// Stored unit-major: for each unit of 64 columns, every row's 64 values (then its 16 lane
-// scales and 16 lane sums) one after the other, so a kernel reading a group of rows at one unit
-// finds them at fixed offsets from one pointer. A row length that is an odd multiple of 32 ends
-// in a half unit, padded with zeros.
+// Stored in groups of 8 rows (tokens), each group unit-major: for each unit of 64 columns, the
+// group's 8 rows of 64 values (and of 16 lane scales, 16 lane sums) one after the other. A kernel
+// reading up to 8 tokens of one group at one unit finds them at fixed offsets from one pointer,
+// and a group's data is contiguous (a plain unit-major layout put a long prompt's units 8 KB
+// apart, all in the same L1 sets). A row length that is an odd multiple of 32 ends in a half
+// unit, padded with zeros.
 struct Q8Activations {
   int64_t rows = 0;
   int64_t cols = 0;                // a multiple of kQ8Block
-  std::vector<int8_t> q;           // [units, rows, 64]
-  std::vector<float> lane_scale;   // [units, rows, 16]: the group's d, once per int32 lane
-  std::vector<float> lane_sum;     // [units, rows, 16]: d * (sum of the lane's four q)
+  std::vector<int8_t> q;           // [row groups, units, 8, 64]
+  std::vector<float> lane_scale;   // [row groups, units, 8, 16]: the group's d, once per int32 lane
+  std::vector<float> lane_sum;     // [row groups, units, 8, 16]: d * (sum of the lane's four q)
 
   int64_t units() const { return (cols + kQ8Unit - 1) / kQ8Unit; }
-  const int8_t* q_unit(int64_t unit, int64_t row) const { return q.data() + (unit * rows + row) * kQ8Unit; }
-  const float* scale_unit(int64_t unit, int64_t row) const {
-    return lane_scale.data() + (unit * rows + row) * (kQ8Unit / kQ8Lane);
-  }
-  const float* sum_unit(int64_t unit, int64_t row) const {
-    return lane_sum.data() + (unit * rows + row) * (kQ8Unit / kQ8Lane);
-  }
+  // Index of (unit, row) in units of one row's unit.
+  int64_t slot(int64_t unit, int64_t row) const { return ((row / kQ8Rows) * units() + unit) * kQ8Rows + row % kQ8Rows; }
+  const int8_t* q_unit(int64_t unit, int64_t row) const { return q.data() + slot(unit, row) * kQ8Unit; }
+  const float* scale_unit(int64_t unit, int64_t row) const { return lane_scale.data() + slot(unit, row) * 16; }
+  const float* sum_unit(int64_t unit, int64_t row) const { return lane_sum.data() + slot(unit, row) * 16; }
 };
 
 // Sizes `out` for rows x cols (buffers only grow). cols must be a multiple of 32.

@@ -5,37 +5,31 @@
 #include <algorithm>
 
 #include "backend/cpu/q8_kernels.h"
-#include "backend/cpu/q8_weight_row.h"
 #include "core/error.h"
 
 namespace optimate::cpu {
 
-void q8_linear_rows(const Q8Activations& x, const CpuMatrix& w, float* y, int64_t out_stride,
+void q8_linear_rows(const Q8Activations& x, const Q8Matrix& w, float* y, int64_t out_stride,
                     int64_t row0, int64_t rows, bool accumulate, CpuIsa isa) {
   OPTIMATE_CHECK(x.cols == w.cols, "activations of {} columns against a weight of {}", x.cols, w.cols);
   OPTIMATE_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.rows, "rows [{}, {}) of {}", row0, row0 + rows, w.rows);
   if (rows == 0 || x.rows == 0) return;
-  const Q8RowKernel kernel = q8_row_kernel(isa);
-  const bool signed_q8 = q8_signed_weights(isa);
-  const int64_t max_tokens = q8_max_tokens(isa);
-  // Groups as even as the kernel's width allows (10 tokens: 5 + 5, not 8 + 2).
-  const int64_t num_groups = (x.rows + max_tokens - 1) / max_tokens;
-  const int64_t group = (x.rows + num_groups - 1) / num_groups;
-  // Blocks of rows unpacked once, then every token group against the whole block: a group's
-  // activations (8 tokens of up to a few thousand columns, ~3 bytes each) stay in L1 across the
-  // block's rows instead of streaming from L2 once per row.
+  const Q8Kernel kernel = q8_kernel(isa);
+  // Token groups never straddle the activations' groups of 8 rows.
+  const int64_t group = q8_max_tokens(isa);
+  static_assert(kQ8Rows % 8 == 0 || kQ8Rows % 4 == 0);
+  // Blocks of rows against every token group in turn: a group's activations (8 tokens of up to
+  // a few thousand columns, ~3 bytes each) stay in L1 across the block instead of streaming
+  // from L2 once per row.
   constexpr int64_t kBlockRows = 16;
-  thread_local std::vector<UnpackedRow> block(kBlockRows);
   for (int64_t r0 = row0; r0 < row0 + rows; r0 += kBlockRows) {
     const int64_t n = std::min(kBlockRows, row0 + rows - r0);
-    for (int64_t i = 0; i < n; ++i) unpack_weight_row(w, r0 + i, signed_q8, block[i]);
     for (int64_t t0 = 0; t0 < x.rows; t0 += group)
-      for (int64_t i = 0; i < n; ++i)
-        kernel(block[i], x, t0, std::min(group, x.rows - t0), y + t0 * out_stride + r0 + i, out_stride, accumulate);
+      kernel(w, r0, n, x, t0, std::min(group, x.rows - t0), y + t0 * out_stride, out_stride, accumulate);
   }
 }
 
-void q8_linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate,
+void q8_linear(const float* x, const Q8Matrix& w, float* y, int64_t num_tokens, bool accumulate,
                int num_threads, CpuIsa isa, Q8Activations& scratch) {
   resize_q8_activations(scratch, num_tokens, w.cols);
   const int64_t out_dim = w.rows;

@@ -1,7 +1,7 @@
 // Linear layers with 8-bit activations: the input rows are quantized once per matrix product
-// (q8_activations.h), then every weight row is unpacked once (q8_weight_row.h) and run against
-// the tokens in groups through the integer kernel of the chosen instruction set (q8_kernels.h).
-// The same code serves decode rows and prompt tiles: nothing is widened to fp32.
+// (q8_activations.h), then blocks of weight rows (repacked at load, q8_matrix.h) meet the tokens
+// in groups through the integer kernel of the chosen instruction set (q8_kernels.h). The same
+// code serves decode rows and prompt tiles: nothing is widened to fp32.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +13,13 @@
 namespace optimate::cpu {
 
 // y[t, r] (+)= w[r, :] . x[t, :] for rows [row0, row0 + rows) of w and every row t of x;
-// y is [x.rows, out_stride]. w's type must have an integer kernel (has_q8_kernel).
-void q8_linear_rows(const Q8Activations& x, const CpuMatrix& w, float* y, int64_t out_stride,
+// y is [x.rows, out_stride].
+void q8_linear_rows(const Q8Activations& x, const Q8Matrix& w, float* y, int64_t out_stride,
                     int64_t row0, int64_t rows, bool accumulate, CpuIsa isa);
 
 // y = x w^T (+ y when accumulate) for x [num_tokens, w.cols] fp32: quantizes x into `scratch`
 // (tokens split across the threads), then splits w's rows across `num_threads` OpenMP threads.
-void q8_linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate,
+void q8_linear(const float* x, const Q8Matrix& w, float* y, int64_t num_tokens, bool accumulate,
                int num_threads, CpuIsa isa, Q8Activations& scratch);
 
 }  // namespace optimate::cpu
