@@ -14,45 +14,38 @@ void grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  return _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-}
-
-// 32 elements in groups of kQ8Scale: int8 values, and per lane of four the group's scale and
-// d * (sum of the lane's q).
+// 32 elements in groups of four: int8 values, and per group (an int32 lane of the kernels) its
+// scale and d * (sum of its q).
 inline void quantize_block(const float* x, int8_t* q, float* lane_scale, float* lane_sum) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 v[4], inv[4], d[4];
-  float amax[4];
+  __m256 v[4], m[4];
   for (int j = 0; j < 4; ++j) {
     v[j] = _mm256_loadu_ps(x + 8 * j);
-    amax[j] = hmax(_mm256_andnot_ps(sign, v[j]));
+    m[j] = _mm256_andnot_ps(sign, v[j]);
   }
-  constexpr int kPer = kQ8Scale / 8;  // vectors of eight per scale
-  for (int j = 0; j < 4; j += kPer) {
-    float m = amax[j];
-    for (int k = 1; k < kPer; ++k) m = std::max(m, amax[j + k]);
-    for (int k = 0; k < kPer; ++k) {
-      d[j + k] = _mm256_set1_ps(m / 127.0f);
-      inv[j + k] = _mm256_set1_ps(m > 0.0f ? 127.0f / m : 0.0f);
-    }
+  // Each element's group maximum, broadcast over its group of four (a 128-bit half's quarter).
+  static_assert(kQ8Scale == 4);
+  for (int j = 0; j < 4; ++j) {
+    const __m256 t = _mm256_max_ps(m[j], _mm256_permute_ps(m[j], 0xB1));
+    m[j] = _mm256_max_ps(t, _mm256_permute_ps(t, 0x4E));
   }
   __m256i i[4];
-  for (int j = 0; j < 4; ++j) i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inv[j]));  // nearest
+  float d[32];
+  for (int j = 0; j < 4; ++j) {
+    const __m256 nonzero = _mm256_cmp_ps(m[j], _mm256_setzero_ps(), _CMP_GT_OQ);
+    const __m256 inv = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(127.0f), m[j]), nonzero);
+    i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], inv));  // nearest
+    _mm256_storeu_ps(d + 8 * j, _mm256_div_ps(m[j], _mm256_set1_ps(127.0f)));
+  }
   // Packing interleaves 128-bit halves; the permute restores element order.
   const __m256i p16a = _mm256_packs_epi32(i[0], i[1]);
   const __m256i p16b = _mm256_packs_epi32(i[2], i[3]);
   const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b),
                                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p8);
-  // Lane sums: each 32-bit lane of p8 holds four consecutive q; lanes 2j, 2j+1 are vector j.
+  // Lane sums: each 32-bit lane of p8 holds four consecutive q.
   const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p8), _mm256_set1_epi16(1));
-  const __m256 dl = _mm256_setr_m128(_mm_unpacklo_ps(_mm256_castps256_ps128(d[0]), _mm256_castps256_ps128(d[1])),
-                                     _mm_unpacklo_ps(_mm256_castps256_ps128(d[2]), _mm256_castps256_ps128(d[3])));
-  // dl = d0 d1 d0 d1 | d2 d3 d2 d3; lanes want d0 d0 d1 d1 d2 d2 d3 d3
-  const __m256 ds = _mm256_permutevar8x32_ps(dl, _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5));
+  const __m256 ds = _mm256_setr_ps(d[0], d[4], d[8], d[12], d[16], d[20], d[24], d[28]);
   _mm256_storeu_ps(lane_scale, ds);
   _mm256_storeu_ps(lane_sum, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(lanes)));
 }
