@@ -63,8 +63,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   const KeepQuantized keep = !options.keep_quantized ? nullptr
                              : activations_ == CpuActivations::kQ8 ? has_q8_kernel
                                                                    : keeps_quantized;
-  weights_ = pack_cpu_weights(config_, weights, keep);
-  if (activations_ == CpuActivations::kQ8) repack_for_q8(weights_);
+  weights_ = pack_cpu_weights(config_, weights, keep, activations_ == CpuActivations::kQ8);
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);

@@ -42,12 +42,9 @@ using KeepQuantized = bool (*)(DType dtype, int64_t cols);
 
 // Checks every tensor's shape against `config` (Error(kInvalidFile) naming the tensor) and packs
 // it; matrices `keep` accepts stay quantized, the rest (all of them when keep is null) are
-// widened to fp32.
+// widened to fp32. repack_q8: quantized matrices are repacked for the integer kernels
+// (q8_matrix.h) instead of keeping the file's blocks.
 CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights,
-                            KeepQuantized keep = keeps_quantized);
-
-// Repacks every quantized matrix for the integer kernels (q8_matrix.h), dropping the file's
-// blocks: what the 8-bit-activation path reads.
-void repack_for_q8(CpuWeights& weights);
+                            KeepQuantized keep = keeps_quantized, bool repack_q8 = false);
 
 }  // namespace optimate::cpu
