@@ -149,9 +149,10 @@ void BM_QuantizedLinear(benchmark::State& state) {
   std::vector<float> x(static_cast<size_t>(m * in), 0.5f), y(static_cast<size_t>(m * out));
   optimate::cpu::Q8Activations scratch;
   const optimate::cpu::Q8Matrix packed = optimate::cpu::pack_q8_matrix(w);
+  optimate::cpu::CpuThreadPool pool(1);
   for (auto _ : state) {
     if (path == 0) optimate::cpu::linear(x.data(), w, y.data(), m, false, 1);
-    else optimate::cpu::q8_linear(x.data(), packed, y.data(), m, false, 1, isa, scratch);
+    else optimate::cpu::q8_linear(x.data(), packed, y.data(), m, false, pool, isa, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(path == 0 ? "f32 activations" : std::string(optimate::cpu::cpu_isa_name(isa)));

@@ -178,7 +178,8 @@ TEST(Q8Kernels, LinearSplitsRowsAndTokensAcrossThreadsAndAccumulates) {
           for (int threads : {1, 2}) {
             std::vector<float> y = base;
             Q8Activations scratch;
-            q8_linear(x.data(), w, y.data(), m, accumulate, threads, isa, scratch);
+            CpuThreadPool pool(threads);
+            q8_linear(x.data(), w, y.data(), m, accumulate, pool, isa, scratch);
             for (int64_t i = 0; i < m * rows; ++i)
               ASSERT_FLOAT_EQ(y[i], accumulate ? base[i] + want[i] : want[i])
                   << where(isa, t, cols, m) << " element " << i << " threads " << threads;

@@ -46,6 +46,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   activations_ = options.activations;
   isa_ = options.isa.value_or(best_cpu_isa());
   num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  pool_ = std::make_unique<CpuThreadPool>(num_threads_);
   use_single_threaded_blas();
 
   kv_shape_ = {.num_layers = config_.num_layers,
@@ -161,7 +162,7 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
 
 void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_t t, bool accumulate) {
   if (!w.q8.empty())
-    q8_linear(x, w.q8, y, t, accumulate, num_threads_, isa_, s_.q8);
+    q8_linear(x, w.q8, y, t, accumulate, *pool_, isa_, s_.q8);
   else
     linear(x, w, y, t, accumulate, num_threads_);
 }
@@ -176,7 +177,7 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   const int64_t inter = config_.intermediate_size;
   float* qkv = s_.qkv.data();
 
-  rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
+  rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
   matmul(s_.h.data(), w.wqkv, qkv, t, false);
   if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
   apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
@@ -184,12 +185,12 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   const KvArenas cache = arenas(layer);
   write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, cache, s_.seqs, attn_dims_);
   paged_attention(qkv, qkv_dim, cache, s_.attn.data(), s_.seqs, attn_dims_,
-                  1.0f / std::sqrt(static_cast<float>(hd)), num_threads_, s_.attention);
+                  1.0f / std::sqrt(static_cast<float>(hd)), *pool_, s_.attention);
   matmul(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true);
 
-  rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
+  rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
   matmul(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false);
-  silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, num_threads_);
+  silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, pool_.get());
   matmul(s_.act.data(), w.w_down, s_.x.data(), t, /*accumulate=*/true);
 }
 

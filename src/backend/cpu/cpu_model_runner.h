@@ -96,6 +96,7 @@ class CpuModelRunner final : public ModelRunner {
   KvCacheShape kv_shape_;
   AttentionDims attn_dims_;
   int num_threads_ = 1;
+  std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
   CpuActivations activations_ = CpuActivations::kQ8;
   CpuIsa isa_ = CpuIsa::kAvx2;
   CpuWeights weights_;

@@ -1,7 +1,5 @@
 #include "backend/cpu/q8_linear.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backend/cpu/q8_kernels.h"
@@ -30,21 +28,25 @@ void q8_linear_rows(const Q8Activations& x, const Q8Matrix& w, float* y, int64_t
 }
 
 void q8_linear(const float* x, const Q8Matrix& w, float* y, int64_t num_tokens, bool accumulate,
-               int num_threads, CpuIsa isa, Q8Activations& scratch) {
+               CpuThreadPool& pool, CpuIsa isa, Q8Activations& scratch) {
   resize_q8_activations(scratch, num_tokens, w.cols);
   const int64_t out_dim = w.rows;
-  // Below a thread hand-off's worth of multiply-adds the calling thread does it all.
-  const int threads = num_tokens * w.cols * out_dim < (int64_t{1} << 16) ? 1 : std::max(1, num_threads);
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t n = omp_get_num_threads(), id = omp_get_thread_num();
-    quantize_activations(x, num_tokens * id / n, num_tokens * (id + 1) / n, scratch);
-#pragma omp barrier
-    // Whole cache lines of y per thread.
-    const int64_t chunk = ((out_dim + n - 1) / n + 15) / 16 * 16;
-    const int64_t row0 = std::min(out_dim, id * chunk);
-    q8_linear_rows(scratch, w, y, out_dim, row0, std::min(out_dim, row0 + chunk) - row0, accumulate, isa);
+  // Below a chunk hand-off's worth of multiply-adds the calling thread does it all.
+  if (num_tokens * w.cols * out_dim < (int64_t{1} << 16)) {
+    quantize_activations(x, 0, num_tokens, scratch);
+    q8_linear_rows(scratch, w, y, out_dim, 0, out_dim, accumulate, isa);
+    return;
   }
+  pool.run((num_tokens + kQ8Rows - 1) / kQ8Rows, [&](int64_t c, int) {
+    quantize_activations(x, c * kQ8Rows, std::min(num_tokens, (c + 1) * kQ8Rows), scratch);
+  });
+  // Chunks of whole cache lines of y, small enough that a thread the OS is not running leaves
+  // little for the others to wait on.
+  constexpr int64_t kChunkRows = 64;
+  pool.run((out_dim + kChunkRows - 1) / kChunkRows, [&](int64_t c, int) {
+    const int64_t row0 = c * kChunkRows;
+    q8_linear_rows(scratch, w, y, out_dim, row0, std::min(out_dim, row0 + kChunkRows) - row0, accumulate, isa);
+  });
 }
 
 }  // namespace optimate::cpu

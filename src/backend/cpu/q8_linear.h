@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/cpu_thread_pool.h"
 #include "backend/cpu/q8_activations.h"
 #include "backend/cpu/quantized_linear.h"
 
@@ -18,8 +19,8 @@ void q8_linear_rows(const Q8Activations& x, const Q8Matrix& w, float* y, int64_t
                     int64_t row0, int64_t rows, bool accumulate, CpuIsa isa);
 
 // y = x w^T (+ y when accumulate) for x [num_tokens, w.cols] fp32: quantizes x into `scratch`
-// (tokens split across the threads), then splits w's rows across `num_threads` OpenMP threads.
+// (groups of 8 tokens as chunks of the pool), then w's rows in chunks of 64.
 void q8_linear(const float* x, const Q8Matrix& w, float* y, int64_t num_tokens, bool accumulate,
-               int num_threads, CpuIsa isa, Q8Activations& scratch);
+               CpuThreadPool& pool, CpuIsa isa, Q8Activations& scratch);
 
 }  // namespace optimate::cpu
