@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <vector>
 
 #include "backend/cpu/cpu_thread_pool.h"
@@ -31,6 +32,19 @@ TEST(CpuThreadPool, RunsEveryChunkOnceAcrossManyJobs) {
       }
     }
   }
+}
+
+TEST(CpuThreadPool, RethrowsAChunksErrorAfterTheJobAndStaysUsable) {
+  CpuThreadPool pool(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.run(50, [&](int64_t c, int) {
+    ran.fetch_add(1);
+    if (c == 7) throw std::runtime_error("chunk 7");
+  }), std::runtime_error);
+  EXPECT_EQ(ran.load(), 50);
+  std::atomic<int> again{0};
+  pool.run(10, [&](int64_t, int) { again.fetch_add(1); });
+  EXPECT_EQ(again.load(), 10);
 }
 
 TEST(CpuThreadPool, UsesAllProcessorsByDefault) {

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace optimate::cpu {
 namespace {
@@ -41,7 +42,12 @@ void CpuThreadPool::drain(uint32_t generation, int thread) {
   for (;;) {
     if (static_cast<uint32_t>(t >> 32) != generation || static_cast<int64_t>(t & 0xFFFFFFFFu) >= num_chunks_.load()) return;
     if (!ticket_.compare_exchange_weak(t, t + 1)) continue;
-    thunk_.load()(fn_.load(), static_cast<int64_t>(t & 0xFFFFFFFFu), thread);
+    try {
+      thunk_.load()(fn_.load(), static_cast<int64_t>(t & 0xFFFFFFFFu), thread);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
     done_.fetch_add(1);
     t = ticket_.load();
   }
@@ -63,6 +69,7 @@ void CpuThreadPool::run_job(int64_t num_chunks, Thunk thunk, const void* fn) {
     if (spins < kSpinsBeforeYield) _mm_pause();
     else std::this_thread::yield();  // a worker holding a chunk may need this core
   }
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
 void CpuThreadPool::work(int thread) {

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -30,7 +32,8 @@ class CpuThreadPool {
 
   // Calls fn(chunk, thread) for every chunk in [0, num_chunks), thread being a number below
   // num_threads() unique among the threads running chunks at once (an index into per-thread
-  // scratch). Returns when every chunk has returned. Not reentrant: fn must not call run.
+  // scratch). Returns when every chunk has returned, rethrowing the first exception a chunk
+  // threw. Not reentrant: fn must not call run.
   template <typename Fn>
   void run(int64_t num_chunks, const Fn& fn) {
     if (num_chunks <= 0) return;
@@ -55,6 +58,8 @@ class CpuThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int64_t> done_{0};
   std::atomic<bool> stop_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;  // the job's first exception
   // Written after the ticket moves on: a worker that reads a later job's values through a stale
   // ticket fails its claim (see drain).
   std::atomic<Thunk> thunk_{nullptr};
