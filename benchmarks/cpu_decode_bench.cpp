@@ -1,7 +1,8 @@
 // CPU runner speed on SmolLM2-135M-Instruct: single-sequence decode and 128-token prefill,
-// reported as tokens/s, per thread count, with the weights kept as the file's Q4_1/Q8_0 blocks
-// (the default) and widened to fp32 (the reference path) side by side. Skipped when the model
-// file is absent.
+// reported as tokens/s, per thread count, on three paths side by side: the weights as the
+// file's Q4_1/Q8_0 blocks with 8-bit activations and integer kernels (q8, the default), the
+// same blocks with fp32 activations (f32, the reference), and every weight widened to fp32
+// (fp32 weights). Skipped when the model file is absent.
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -11,6 +12,8 @@
 #include <cblas.h>
 
 #include "backend/cpu/cpu_model_runner.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/q8_linear.h"
 #include "backend/cpu/small_m_linear.h"
 #include "model/weights.h"
 
@@ -32,14 +35,19 @@ const optimate::LoadedModel* model() {
   return loaded.get();
 }
 
-// quantized: the runner keeps Q8_0/Q4_1 matrices as stored (else fp32).
-std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, bool quantized) {
-  state.SetLabel(quantized ? "quantized weights" : "fp32 weights");
-  return std::make_unique<CpuModelRunner>(model()->config, model()->weights,
-                                          optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kKvBlocks,
-                                                                          .block_size = kBlockSize,
-                                                                          .num_threads = threads,
-                                                                          .keep_quantized = quantized});
+// path 0: every weight widened to fp32; 1: blocks as stored, fp32 activations; 2: blocks as
+// stored, 8-bit activations (the default).
+std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, int64_t path) {
+  using optimate::cpu::CpuActivations;
+  const CpuActivations activations = path == 2 ? CpuActivations::kQ8 : CpuActivations::kF32;
+  auto runner = std::make_unique<CpuModelRunner>(
+      model()->config, model()->weights,
+      optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kKvBlocks, .block_size = kBlockSize, .num_threads = threads,
+                                      .keep_quantized = path != 0, .activations = activations});
+  state.SetLabel(path == 0 ? "fp32 weights"
+                           : path == 1 ? "f32 activations"
+                                       : "q8 activations, " + std::string(optimate::cpu::cpu_isa_name(runner->isa())));
+  return runner;
 }
 
 std::vector<int32_t> block_table() {
@@ -57,7 +65,7 @@ std::vector<int32_t> prompt(int64_t n) {
 // Decodes one token per iteration after a 32-token prompt, context growing to 512 and wrapping.
 void BM_Decode(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1) != 0);
+  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1));
   const auto table = block_table();
   const auto ids = prompt(32);
   std::vector<float> logits;
@@ -73,14 +81,14 @@ void BM_Decode(benchmark::State& state) {
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight MB"] = static_cast<double>(runner->weight_bytes()) / 1e6;
 }
-BENCHMARK(BM_Decode)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Decode)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One decode step of `batch` sequences (2 threads), each at a 32-token context: the small
 // batches of continuous batching at low concurrency.
 void BM_DecodeBatch(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
   const int64_t batch = state.range(0);
-  auto runner = make_runner(state, 2, state.range(1) != 0);
+  auto runner = make_runner(state, 2, state.range(1));
   const int64_t blocks_per_seq = kKvBlocks / batch;
   std::vector<std::vector<int32_t>> tables(batch);
   const auto ids = prompt(32);
@@ -100,7 +108,7 @@ void BM_DecodeBatch(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeBatch)->ArgsProduct({{1, 2, 4, 8, 16, 24, 32}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeBatch)->ArgsProduct({{1, 2, 4, 8, 16, 24, 32}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One SmolLM2 gate/up-sized projection (1536 x 576) for a few tokens: the few-token kernel
 // against OpenBLAS sgemm on the same data, one thread, side by side.
@@ -120,10 +128,43 @@ void BM_SmallMLinear(benchmark::State& state, bool kernel) {
 BENCHMARK_CAPTURE(BM_SmallMLinear, small_m_kernel, true)->Arg(2)->Arg(4)->Arg(8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmallMLinear, openblas_sgemm, false)->Arg(2)->Arg(4)->Arg(8)->UseRealTime();
 
+// One SmolLM2 gate/up projection (3072 x 576, Q4_1 blocks) against `m` tokens, one thread,
+// through the integer kernels of each instruction set and the fp32-activation kernels: achieved
+// multiply-adds per second.
+void BM_QuantizedLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), in = 576, out = 3072;
+  const int64_t path = state.range(1);  // 0: f32 activations; 1: avx2; 2: avx512-vnni
+  optimate::cpu::CpuMatrix w;
+  w.rows = out;
+  w.cols = in;
+  w.dtype = optimate::DType::kQ4_1;
+  w.blocks.resize(static_cast<size_t>(out * w.row_bytes()));
+  for (size_t i = 0; i < w.blocks.size(); ++i) w.blocks[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  for (int64_t r = 0; r < out * in / 32; ++r) {  // fp16 scale and offset of 2^-6
+    w.blocks[static_cast<size_t>(r * 20)] = 0, w.blocks[static_cast<size_t>(r * 20 + 1)] = 0x24;
+    w.blocks[static_cast<size_t>(r * 20 + 2)] = 0, w.blocks[static_cast<size_t>(r * 20 + 3)] = 0x24;
+  }
+  const auto isa = path == 2 ? optimate::cpu::CpuIsa::kAvx512Vnni : optimate::cpu::CpuIsa::kAvx2;
+  if (path > 0 && !optimate::cpu::cpu_supports(isa)) return state.SkipWithError("instruction set not supported");
+  std::vector<float> x(static_cast<size_t>(m * in), 0.5f), y(static_cast<size_t>(m * out));
+  optimate::cpu::Q8Activations scratch;
+  const optimate::cpu::Q8Matrix packed = optimate::cpu::pack_q8_matrix(w);
+  optimate::cpu::CpuThreadPool pool(1);
+  for (auto _ : state) {
+    if (path == 0) optimate::cpu::linear(x.data(), w, y.data(), m, false, 1);
+    else optimate::cpu::q8_linear(x.data(), packed, y.data(), m, false, pool, isa, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(path == 0 ? "f32 activations" : std::string(optimate::cpu::cpu_isa_name(isa)));
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(state.iterations() * m * in * out) / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_QuantizedLinear)->ArgsProduct({{1, 8, 128}, {0, 1, 2}})->UseRealTime();
+
 // Prefills a 128-token prompt per iteration (logits of the last token only).
 void BM_Prefill128(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1) != 0);
+  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1));
   const auto table = block_table();
   const auto ids = prompt(128);
   std::vector<float> logits;
@@ -134,7 +175,7 @@ void BM_Prefill128(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * 128), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Prefill128)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill128)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -1,6 +1,10 @@
 // create_optimized_engine: model loading, backend choice and KV sizing for the common case.
+#include <algorithm>
 #include <filesystem>
 
+#include <omp.h>
+
+#include "backend/cpu/cpu_memory_plan.h"
 #include "backend/cpu/cpu_model_runner.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -70,12 +74,26 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   options.block_size = args.block_size;
   options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kF32);
   options.kv_finest = kv_quant_precision(args);
-  options.num_kv_blocks = args.num_kv_blocks != 0
-      ? args.num_kv_blocks
-      : kv::num_slots_for_memory(args.kv_cache_memory_bytes, mc.num_layers,
-                                 cpu::CpuModelRunner::plan_layout(mc, options));
+  const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);
-  return std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
+  options.activations = cpu::parse_cpu_activations(args.cpu_activations);
+  // Capacity is in slots; a block of the cache's own precision takes slots_per_block of them.
+  const int64_t slots_per_block = layout.slots_for(layout.base);
+  const int64_t fixed_slots =
+      args.num_kv_blocks != 0 ? args.num_kv_blocks
+      : args.kv_cache_memory_bytes > 0 ? kv::num_slots_for_memory(args.kv_cache_memory_bytes, mc.num_layers, layout)
+                                       : 0;
+  const cpu::CpuMemoryPlan plan = cpu::plan_cpu_memory(
+      mc, {args.max_model_len > 0 ? args.max_model_len : mc.max_position_embeddings, args.max_num_seqs,
+           args.max_num_batched_tokens, args.block_size, cpu::available_memory_bytes(),
+           fixed_slots > 0 ? std::max<int64_t>(1, fixed_slots / slots_per_block) : 0,
+           2 * mc.num_layers * layout.slot_bytes * slots_per_block},
+      options.num_threads > 0 ? options.num_threads : omp_get_max_threads());
+  options.num_kv_blocks = fixed_slots > 0 ? fixed_slots : plan.num_kv_blocks * slots_per_block;
+  auto runner = std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
+  spdlog::info("CPU backend: weights {:.1f} MB, {}, {} activations, {} kernels, {} threads", runner->weight_bytes() / 1e6,
+               plan.describe(), args.cpu_activations, cpu::cpu_isa_name(runner->isa()), runner->num_threads());
+  return runner;
 }
 
 #if OPTIMATE_HAVE_CUDA

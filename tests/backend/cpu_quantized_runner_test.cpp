@@ -36,7 +36,7 @@ TEST(CpuQuantizedWeights, GiveTheLogitsOfTheFp32Path) {
     l.w_up = blocks(DType::kQ4_1, {c.intermediate_size, h});
     l.w_down = blocks(DType::kQ8_0, {h, c.intermediate_size});
   }
-  CpuRunnerOptions o{.num_kv_blocks = 16, .block_size = 16, .num_threads = 2};
+  CpuRunnerOptions o{.num_kv_blocks = 16, .block_size = 16, .num_threads = 2, .activations = CpuActivations::kF32};
   CpuModelRunner stored(c, w, o);
   o.keep_quantized = false;
   CpuModelRunner fp32(c, w, o);

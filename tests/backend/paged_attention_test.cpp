@@ -81,7 +81,8 @@ TEST(CpuPagedAttention, EveryPrecisionAndMixWithinASequence) {
   std::vector<float> out(static_cast<size_t>((n0 + n1) * q_dim));
   AttentionScratch scratch;
   const float scale = 1.0f / 8.0f;
-  paged_attention(qkv.data(), stride, c.arenas, out.data(), seqs, d, scale, 2, scratch);
+  CpuThreadPool pool(2);
+  paged_attention(qkv.data(), stride, c.arenas, out.data(), seqs, d, scale, pool, scratch);
   const int64_t group = d.num_heads / d.num_kv_heads;
   double worst = 0;
   for (const AttentionSeq& s : seqs)

@@ -1,7 +1,8 @@
-// Random GGUF quantization blocks (Q8_0, Q4_1) with valid fp16 scales, for tests of the
-// kernels and runners that read weights as stored.
+// Random GGUF quantization blocks (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) with valid fp16 scales,
+// for tests of the kernels and runners that read weights as stored.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -21,8 +22,10 @@ inline uint16_t random_half(std::mt19937& rng, int lo, int hi, bool allow_negati
   return static_cast<uint16_t>(sign | exponent << 10 | (rng() & 0x3ff));
 }
 
-// `num_elems` elements (a multiple of 32) of random blocks: random quants, scales (and Q4_1
-// offsets) with fp16 exponent fields in [lo, hi] (the default: 2^-10 .. 2^-2).
+// `num_elems` elements (a multiple of the type's block) of random blocks: random quants and
+// sub-block scales, fp16 scales (and Q4_1 offsets, K-quant minimum scales) with exponent fields
+// in [lo, hi] (the default: 2^-10 .. 2^-2). K-quant super-block scales are taken 16 times
+// smaller, since their 6- and 8-bit sub-block scales multiply them.
 inline std::vector<uint8_t> random_blocks(DType dtype, int64_t num_elems, uint32_t seed, int lo = 5,
                                           int hi = 12) {
   std::mt19937 rng(seed);
@@ -31,10 +34,12 @@ inline std::vector<uint8_t> random_blocks(DType dtype, int64_t num_elems, uint32
   for (size_t b = 0; b < data.size(); b += block) {
     uint8_t* p = data.data() + b;
     for (size_t i = 0; i < block; ++i) p[i] = static_cast<uint8_t>(rng());
-    const uint16_t d = random_half(rng, lo, hi, true);
-    std::memcpy(p, &d, 2);
-    if (dtype == DType::kQ4_1) {
-      const uint16_t m = random_half(rng, lo, hi, true);
+    const bool k_quant = dtype == DType::kQ4_K || dtype == DType::kQ5_K || dtype == DType::kQ6_K;
+    const int klo = k_quant ? std::max(1, lo - 4) : lo, khi = k_quant ? std::max(klo, hi - 4) : hi;
+    const uint16_t d = random_half(rng, klo, khi, true);
+    std::memcpy(p + (dtype == DType::kQ6_K ? 208 : 0), &d, 2);
+    if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K || dtype == DType::kQ5_K) {
+      const uint16_t m = random_half(rng, klo, khi, true);
       std::memcpy(p + 2, &m, 2);
     }
   }

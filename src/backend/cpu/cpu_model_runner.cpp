@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include "backend/cpu/q8_linear.h"
+#include "backend/cpu/q8_weight_row.h"  // has_q8_kernel
 #include "core/error.h"
 
 namespace optimate::cpu {
@@ -16,6 +18,14 @@ void grow(std::vector<T>& v, int64_t n) {
 }
 
 }  // namespace
+
+std::string_view cpu_activations_name(CpuActivations a) { return a == CpuActivations::kQ8 ? "q8" : "f32"; }
+
+CpuActivations parse_cpu_activations(std::string_view name) {
+  if (name == "q8") return CpuActivations::kQ8;
+  if (name == "f32") return CpuActivations::kF32;
+  fail(ErrorCode::kInvalidArgument, "cpu_activations '{}': expected f32 or q8", name);
+}
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
                                const CpuRunnerOptions& options)
@@ -29,7 +39,14 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
     fail(ErrorCode::kUnsupported, "head_dim {} is odd; rotary embedding needs an even head_dim",
          config_.head_dim);
 
+  check_cpu_floor();
+  if (options.isa && !cpu_supports(*options.isa))
+    fail(ErrorCode::kUnsupported, "this processor cannot run the {} kernels ({})", cpu_isa_name(*options.isa),
+         describe_cpu_features());
+  activations_ = options.activations;
+  isa_ = options.isa.value_or(best_cpu_isa());
   num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  pool_ = std::make_unique<CpuThreadPool>(num_threads_);
   use_single_threaded_blas();
 
   kv_shape_ = {.num_layers = config_.num_layers,
@@ -44,7 +61,10 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                 .block_size = options.block_size,
                 .num_blocks = options.num_kv_blocks};
 
-  weights_ = pack_cpu_weights(config_, weights, options.keep_quantized);
+  const KeepQuantized keep = !options.keep_quantized ? nullptr
+                             : activations_ == CpuActivations::kQ8 ? has_q8_kernel
+                                                                   : keeps_quantized;
+  weights_ = pack_cpu_weights(config_, weights, keep, activations_ == CpuActivations::kQ8);
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
@@ -140,6 +160,13 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
   grow(s_.last, static_cast<int64_t>(s_.logit_rows.size()) * hidden);
 }
 
+void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_t t, bool accumulate) {
+  if (!w.q8.empty())
+    q8_linear(x, w.q8, y, t, accumulate, *pool_, isa_, s_.q8);
+  else
+    linear(x, w, y, t, accumulate, num_threads_);
+}
+
 void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int64_t hidden = config_.hidden_size;
@@ -150,21 +177,21 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   const int64_t inter = config_.intermediate_size;
   float* qkv = s_.qkv.data();
 
-  rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
-  linear(s_.h.data(), w.wqkv, qkv, t, false, num_threads_);
+  rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
+  matmul(s_.h.data(), w.wqkv, qkv, t, false);
   if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
   apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   apply_rope(qkv + q_dim, t, config_.num_kv_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   const KvArenas cache = arenas(layer);
   write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, cache, s_.seqs, attn_dims_);
   paged_attention(qkv, qkv_dim, cache, s_.attn.data(), s_.seqs, attn_dims_,
-                  1.0f / std::sqrt(static_cast<float>(hd)), num_threads_, s_.attention);
-  linear(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true, num_threads_);
+                  1.0f / std::sqrt(static_cast<float>(hd)), *pool_, s_.attention);
+  matmul(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true);
 
-  rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, num_threads_);
-  linear(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false, num_threads_);
-  silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, num_threads_);
-  linear(s_.act.data(), w.w_down, s_.x.data(), t, /*accumulate=*/true, num_threads_);
+  rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
+  matmul(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false);
+  silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, pool_.get());
+  matmul(s_.act.data(), w.w_down, s_.x.data(), t, /*accumulate=*/true);
 }
 
 void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
@@ -188,7 +215,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   for (int64_t r = 0; r < num_logit_rows; ++r)
     rms_norm(s_.x.data() + s_.logit_rows[r] * hidden, weights_.final_norm.data(),
              s_.last.data() + r * hidden, 1, hidden, config_.rms_norm_eps);
-  linear(s_.last.data(), weights_.lm_head_matrix(), logits.data(), num_logit_rows, false, num_threads_);
+  matmul(s_.last.data(), weights_.lm_head_matrix(), logits.data(), num_logit_rows, false);
 }
 
 }  // namespace optimate::cpu

@@ -2,8 +2,9 @@
 // (Llama 2/3, SmolLM2, Mistral, Qwen2) over the paged KV cache of backend/model_runner.h.
 //
 // One forward() call runs every token of the batch (prefill chunks and decodes mixed) through
-// each layer together: the token rows share the GEMMs (quantized kernels for a few rows over
-// Q8_0/Q4_1 weights, OpenBLAS otherwise; sgemv for a single fp32 row), and
+// each layer together: the token rows share the GEMMs (by default integer kernels over the
+// file's quantized weights with the activations quantized to 8 bits, q8_linear.h; with
+// CpuActivations::kF32 the fp32 reference path of cpu_ops.h), and
 // attention runs per (token, kv head) on OpenMP threads, reading K/V through block tables.
 // Scratch buffers only grow, so steady-state decoding allocates nothing.
 #pragma once
@@ -11,15 +12,27 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/cpu_weights.h"
+#include "backend/cpu/q8_activations.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
 
 namespace optimate::cpu {
+
+// How the quantized weights meet the activations.
+enum class CpuActivations {
+  kF32,  // the reference: weights widened block by block, fp32 products (cpu_ops.h linear)
+  kQ8,   // activations quantized to 8 bits once per product, integer dot products (q8_linear.h)
+};
+std::string_view cpu_activations_name(CpuActivations a);
+// "f32" or "q8"; Error(kInvalidArgument) otherwise.
+CpuActivations parse_cpu_activations(std::string_view name);
 
 struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
@@ -32,6 +45,10 @@ struct CpuRunnerOptions {
   // Q8_0/Q4_1 matrices stay quantized (a quarter or less of the fp32 bytes per step); false
   // widens every weight to fp32 at load, the reference path.
   bool keep_quantized = true;
+  // kQ8 also keeps Q4_0 and the K-quants (Q4_K, Q5_K, Q6_K) as stored.
+  CpuActivations activations = CpuActivations::kQ8;
+  // Instruction set of the integer kernels; empty: the best this processor runs.
+  std::optional<CpuIsa> isa;
 };
 
 class CpuModelRunner final : public ModelRunner {
@@ -45,6 +62,8 @@ class CpuModelRunner final : public ModelRunner {
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
 
   int num_threads() const { return num_threads_; }
+  CpuActivations activations() const { return activations_; }
+  CpuIsa isa() const { return isa_; }
   int64_t weight_bytes() const override { return weights_.bytes(); }
   // The KV layout these options give (a function of the model's shape and the precisions).
   static kv::KvLayout plan_layout(const ModelConfig& config, const CpuRunnerOptions& options);
@@ -64,16 +83,22 @@ class CpuModelRunner final : public ModelRunner {
     std::vector<int64_t> logit_rows;
     std::vector<AttentionSeq> seqs;
     AttentionScratch attention;
+    Q8Activations q8;  // the current product's quantized input
   };
 
   void check_batch(const ForwardBatch& batch) const;
   void prepare(const ForwardBatch& batch);
   void run_layer(int64_t layer, int64_t num_tokens);
+  // y = x w^T (+ y) on the path the options chose.
+  void matmul(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate);
 
   ModelConfig config_;
   KvCacheShape kv_shape_;
   AttentionDims attn_dims_;
   int num_threads_ = 1;
+  std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
+  CpuActivations activations_ = CpuActivations::kQ8;
+  CpuIsa isa_ = CpuIsa::kAvx2;
   CpuWeights weights_;
   std::vector<float> inv_freq_;  // (head_dim / 2)
   // Per layer, K and V arenas of num_blocks slots (kv/kv_format.h gives each block's bytes).

@@ -16,19 +16,30 @@ constexpr int64_t kMinRowsPerThread = 8;
 
 }  // namespace
 
+// Runs fn(t0, t1) over rows [0, num_tokens): on the pool in chunks of kMinRowsPerThread rows
+// when there are enough of them, else at once on the calling thread.
+template <typename Fn>
+void for_row_chunks(int64_t num_tokens, CpuThreadPool* pool, const Fn& fn) {
+  if (!pool || num_tokens < kMinRowsPerThread * 2) return fn(int64_t{0}, num_tokens);
+  pool->run((num_tokens + kMinRowsPerThread - 1) / kMinRowsPerThread, [&](int64_t c, int) {
+    fn(c * kMinRowsPerThread, std::min(num_tokens, (c + 1) * kMinRowsPerThread));
+  });
+}
+
 void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim,
-              float eps, int num_threads) {
-#pragma omp parallel for num_threads(num_threads) if (num_threads > 1 && num_tokens >= kMinRowsPerThread * 2)
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const float* xr = x + t * dim;
-    float* yr = out + t * dim;
-    float sum_sq = 0.0f;
+              float eps, CpuThreadPool* pool) {
+  for_row_chunks(num_tokens, pool, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xr = x + t * dim;
+      float* yr = out + t * dim;
+      float sum_sq = 0.0f;
 #pragma omp simd reduction(+ : sum_sq)
-    for (int64_t i = 0; i < dim; ++i) sum_sq += xr[i] * xr[i];
-    const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i) sum_sq += xr[i] * xr[i];
+      const float inv_rms = 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
 #pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * inv_rms);
-  }
+      for (int64_t i = 0; i < dim; ++i) yr[i] = weight[i] * (xr[i] * inv_rms);
+    }
+  });
 }
 
 void use_single_threaded_blas() { openblas_set_num_threads(1); }
@@ -147,14 +158,15 @@ void apply_rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_di
   }
 }
 
-void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, int num_threads) {
-#pragma omp parallel for num_threads(num_threads) if (num_threads > 1 && num_tokens >= kMinRowsPerThread * 2)
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const float* g = gate_up + t * 2 * dim;
-    const float* u = g + dim;
-    float* o = out + t * dim;
-    for (int64_t i = 0; i < dim; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
+void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, CpuThreadPool* pool) {
+  for_row_chunks(num_tokens, pool, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* g = gate_up + t * 2 * dim;
+      const float* u = g + dim;
+      float* o = out + t * dim;
+      for (int64_t i = 0; i < dim; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+  });
 }
 
 }  // namespace optimate::cpu

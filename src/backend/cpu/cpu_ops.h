@@ -10,16 +10,17 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/cpu_thread_pool.h"
 #include "backend/cpu/quantized_linear.h"
 
 namespace optimate::cpu {
 
-// Element-wise ops take `num_threads` and split rows across them only for long prefills,
-// where they would otherwise be the serial part of the step.
+// Element-wise ops take the runner's thread pool and split rows across it only for long
+// prefills, where they would otherwise be the serial part of the step (null: the calling thread).
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for each of num_tokens rows of `dim`.
 void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim,
-              float eps, int num_threads = 1);
+              float eps, CpuThreadPool* pool = nullptr);
 
 // y[t, :] = x[t, :] @ w^T (+ y[t, :] when accumulate): w is a Linear weight [out_dim, in_dim].
 // One row goes through sgemv, 2 to kSmallMaxTokens rows through small_m_linear (one pass over
@@ -55,6 +56,6 @@ void rope_tables(std::span<const int64_t> positions, std::span<const float> inv_
                  float* sin);
 
 // gate_up: [num_tokens, 2 * dim] (gate then up); out[t, i] = silu(gate[t, i]) * up[t, i].
-void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, int num_threads = 1);
+void silu_mul(const float* gate_up, float* out, int64_t num_tokens, int64_t dim, CpuThreadPool* pool = nullptr);
 
 }  // namespace optimate::cpu

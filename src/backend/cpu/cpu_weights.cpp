@@ -35,11 +35,11 @@ std::vector<float> f32(const HostTensor& t) {
 
 // The Linear weights `parts` ([rows_i, cols] each, same cols) stacked into one matrix: their
 // blocks as stored when all share a type the quantized kernels read, else fp32.
-CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quantized) {
+CpuMatrix stack(std::initializer_list<const HostTensor*> parts, KeepQuantized keep, bool repack) {
   CpuMatrix m;
   const HostTensor& first = **parts.begin();
   m.cols = first.dim(-1);
-  bool quantized = keep_quantized && keeps_quantized(first.dtype, m.cols);
+  bool quantized = keep && keep(first.dtype, m.cols);
   for (const HostTensor* t : parts) {
     m.rows += t->dim(0);
     quantized = quantized && t->dtype == first.dtype;
@@ -48,6 +48,10 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quanti
     m.dtype = first.dtype;
     m.blocks.reserve(static_cast<size_t>(m.rows * m.row_bytes()));
     for (const HostTensor* t : parts) m.blocks.insert(m.blocks.end(), t->data.begin(), t->data.end());
+    if (repack) {  // one matrix's blocks at a time, so loading never holds two copies of the model
+      m.q8 = pack_q8_matrix(m);
+      std::vector<uint8_t>().swap(m.blocks);
+    }
   } else {
     m.f32.reserve(static_cast<size_t>(m.rows * m.cols));
     for (const HostTensor* t : parts) append_f32(m.f32, *t);
@@ -60,8 +64,12 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, bool keep_quanti
 void CpuWeights::embedding_row(int64_t id, float* dst) const {
   const CpuMatrix& e = tok_embeddings;
   OPTIMATE_CHECK(id >= 0 && id < e.rows, "token id {} outside the embedding's {} rows", id, e.rows);
-  if (e.is_quantized())
+  if (!e.q8.empty())
+    dequantize_q8_row(e.q8, id, dst);
+  else if (e.is_quantized() && keeps_quantized(e.dtype, e.cols))
     dequantize_rows(e, id, 1, dst);
+  else if (e.is_quantized())
+    dequantize_row(e.dtype, e.row(id), dst, e.cols);
   else
     std::copy_n(e.f32.data() + id * e.cols, e.cols, dst);
 }
@@ -75,7 +83,7 @@ int64_t CpuWeights::bytes() const {
   return n;
 }
 
-CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, bool keep_quantized) {
+CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQuantized keep, bool repack_q8) {
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
@@ -86,12 +94,12 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, bool ke
   CpuWeights out;
   expect_shape(w.tok_embeddings, "token embedding", {c.vocab_size, hidden});
   expect_shape(w.final_norm, "final norm", {hidden});
-  out.tok_embeddings = stack({&w.tok_embeddings}, keep_quantized);
+  out.tok_embeddings = stack({&w.tok_embeddings}, keep, repack_q8);
   out.final_norm = f32(w.final_norm);
   const bool tied = w.lm_head.empty() || w.lm_head.data.data() == w.tok_embeddings.data.data();
   if (!tied) {
     expect_shape(w.lm_head, "lm_head", {c.vocab_size, hidden});
-    out.lm_head = stack({&w.lm_head}, keep_quantized);
+    out.lm_head = stack({&w.lm_head}, keep, repack_q8);
   }
 
   out.layers.resize(w.layers.size());
@@ -109,7 +117,7 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, bool ke
     expect_shape(src.w_down, "down projection", {hidden, c.intermediate_size});
 
     dst.attn_norm = f32(src.attn_norm);
-    dst.wqkv = stack({&src.wq, &src.wk, &src.wv}, keep_quantized);
+    dst.wqkv = stack({&src.wq, &src.wk, &src.wv}, keep, repack_q8);
     if (src.bq || src.bk || src.bv) {
       if (!src.bq || !src.bk || !src.bv)
         fail(ErrorCode::kInvalidFile, "layer {}: q/k/v biases must come together", i);
@@ -122,10 +130,10 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, bool ke
     } else if (c.attention_bias) {
       fail(ErrorCode::kInvalidFile, "layer {}: config has attention bias but the q/k/v biases are missing", i);
     }
-    dst.wo = stack({&src.wo}, keep_quantized);
+    dst.wo = stack({&src.wo}, keep, repack_q8);
     dst.ffn_norm = f32(src.ffn_norm);
-    dst.w_gate_up = stack({&src.w_gate, &src.w_up}, keep_quantized);
-    dst.w_down = stack({&src.w_down}, keep_quantized);
+    dst.w_gate_up = stack({&src.w_gate, &src.w_up}, keep, repack_q8);
+    dst.w_down = stack({&src.w_down}, keep, repack_q8);
   }
   return out;
 }

@@ -1,7 +1,8 @@
 // The model's weights as the CPU runner uses them, with the projections that read the same
 // input packed into one matrix so each layer runs two GEMMs on its normed input instead of five.
-// Matrices stay in their file's quantization where the CPU kernels read it (Q8_0, Q4_1; see
-// quantized_linear.h) unless the runner asks for fp32; everything else is fp32.
+// Matrices stay in their file's quantization where the runner's kernels read it (Q8_0 and Q4_1
+// for the fp32-activation kernels of quantized_linear.h; also Q4_0 and the K-quants for the
+// integer kernels of q8_linear.h) unless the runner asks for fp32; everything else is fp32.
 #pragma once
 
 #include <vector>
@@ -36,9 +37,14 @@ struct CpuWeights {
   int64_t bytes() const;
 };
 
+// Which matrices stay in their file's blocks: a type and row length the kernels read.
+using KeepQuantized = bool (*)(DType dtype, int64_t cols);
+
 // Checks every tensor's shape against `config` (Error(kInvalidFile) naming the tensor) and packs
-// it; keep_quantized false widens every matrix to fp32 (the reference path).
+// it; matrices `keep` accepts stay quantized, the rest (all of them when keep is null) are
+// widened to fp32. repack_q8: quantized matrices are repacked for the integer kernels
+// (q8_matrix.h) instead of keeping the file's blocks.
 CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights,
-                            bool keep_quantized = true);
+                            KeepQuantized keep = keeps_quantized, bool repack_q8 = false);
 
 }  // namespace optimate::cpu

@@ -77,7 +77,7 @@ void write_kv(const float* k, const float* v, int64_t row_stride, const KvArenas
 
 void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, float* out,
                      std::span<const AttentionSeq> seqs, const AttentionDims& dims, float scale,
-                     int num_threads, AttentionScratch& scratch) {
+                     CpuThreadPool& pool, AttentionScratch& scratch) {
   if (seqs.empty()) return;
   const int64_t hd = dims.head_dim;
   const int64_t bs = dims.block_size;
@@ -91,9 +91,8 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
   int64_t work = 0;
   for (const AttentionSeq& s : seqs) work += s.num_tokens * (s.start_pos + (s.num_tokens + 1) / 2);
   work *= 2 * dims.num_heads * hd;
-  const int threads = work < (int64_t{1} << 18)
-                          ? 1
-                          : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(num_threads, num_items)));
+  const bool parallel = work >= (int64_t{1} << 18);
+  const int threads = parallel ? pool.num_threads() : 1;
   if (static_cast<int>(scratch.scores.size()) < threads) scratch.scores.resize(threads);
   if (static_cast<int>(scratch.rows.size()) < threads) scratch.rows.resize(threads);
   for (int i = 0; i < threads; ++i) {
@@ -101,13 +100,11 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
     if (static_cast<int64_t>(scratch.rows[i].size()) < bs * hd) scratch.rows[i].resize(bs * hd);
   }
 
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t item = 0; item < num_items; ++item) {
+  const auto item_fn = [&](int64_t item, int thread) {
     const int64_t row = item / nkv;
     const int64_t kvh = item % nkv;
     const AttentionSeq& seq = seqs[seq_of_row(seqs, row)];
     const int64_t ctx = seq.start_pos + (row - seq.first_row) + 1;
-    const int thread = omp_get_thread_num();
     float* scores = scratch.scores[thread].data();  // [group, ctx]
     float* rows = scratch.rows[thread].data();      // [bs, hd] dequantized rows
     const float* qg = q + row * q_stride + kvh * group * hd;
@@ -141,6 +138,11 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
       for (int64_t s = 0; s < n; ++s)
         for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + s], vb + s * hd, og + g * hd, hd);
     }
+  };
+  if (parallel) {
+    pool.run(num_items, item_fn);
+  } else {
+    for (int64_t item = 0; item < num_items; ++item) item_fn(item, 0);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/cpu_thread_pool.h"
+
 #include "kv/kv_format.h"
 #include "kv/kv_layout.h"
 
@@ -61,10 +63,10 @@ struct AttentionScratch {
 
 // out[row, h] = softmax(q[row, h] . K^T * scale) V over the row's causal context, with GQA
 // (head h reads kv head h / (num_heads / num_kv_heads)). q row stride `q_stride` floats; out is
-// dense [rows, num_heads * head_dim]. Parallel over (token, kv head) with OpenMP.
+// dense [rows, num_heads * head_dim]. Parallel over (token, kv head) on the pool.
 void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, float* out,
                      std::span<const AttentionSeq> seqs, const AttentionDims& dims, float scale,
-                     int num_threads, AttentionScratch& scratch);
+                     CpuThreadPool& pool, AttentionScratch& scratch);
 
 // Rewrites the block of `from_entry` (full precision) at `to_entry`'s precision in place (the
 // same slot), K and V. `rows` is scratch.

@@ -116,7 +116,7 @@ void widen_rows(const uint8_t* src, int64_t blocks, float* dst) {
 }
 
 void check_rows(const CpuMatrix& w, int64_t row0, int64_t rows) {
-  OPTIMATE_CHECK(w.is_quantized() && keeps_quantized(w.dtype, w.cols),
+  OPTIMATE_CHECK(!w.blocks.empty() && keeps_quantized(w.dtype, w.cols),
                  "no quantized kernel for {} rows of {}", dtype_name(w.dtype), w.cols);
   OPTIMATE_CHECK(row0 >= 0 && rows >= 0 && row0 + rows <= w.rows, "rows [{}, {}) of {}", row0,
                  row0 + rows, w.rows);
@@ -129,8 +129,7 @@ int64_t CpuMatrix::row_bytes() const {
 }
 
 int64_t CpuMatrix::bytes() const {
-  return is_quantized() ? static_cast<int64_t>(blocks.size())
-                        : static_cast<int64_t>(f32.size() * sizeof(float));
+  return static_cast<int64_t>(blocks.size() + f32.size() * sizeof(float)) + q8.bytes();
 }
 
 bool keeps_quantized(DType dtype, int64_t cols) {

@@ -6,20 +6,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cpu/q8_matrix.h"
 #include "core/dtype.h"
 
 namespace optimate::cpu {
 
 // A Linear weight [rows, cols] as the CPU runner holds it: the file's quantization blocks, row
-// after row, where the kernels here read them (Q8_0, Q4_1), else fp32.
+// after row, where the kernels here read them (Q8_0, Q4_1); or those of any type the integer
+// kernels read, repacked for them (q8_matrix.h); else fp32.
 struct CpuMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   std::vector<float> f32;      // [rows, cols]; empty when quantized
-  DType dtype = DType::kF32;   // of `blocks`
-  std::vector<uint8_t> blocks;  // rows * row_bytes(); empty when fp32
+  DType dtype = DType::kF32;   // of the file's blocks
+  std::vector<uint8_t> blocks;  // rows * row_bytes(); empty when fp32 or repacked
+  Q8Matrix q8;                  // the integer kernels' layout; empty otherwise
 
-  bool is_quantized() const { return !blocks.empty(); }
+  bool is_quantized() const { return !blocks.empty() || !q8.empty(); }
   int64_t row_bytes() const;  // of a quantized row
   const uint8_t* row(int64_t r) const { return blocks.data() + r * row_bytes(); }
   int64_t bytes() const;
