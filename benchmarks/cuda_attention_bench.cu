@@ -2,12 +2,15 @@
 // 128, 16-token cache blocks), printed as JSON and one line per case:
 // - decode: batches of rows at a context, each kernel (tensor cores, CUDA cores) with the
 //   runner's split choice and in-launch combine; achieved KV bandwidth against the copy rate;
-// - prefill: causal tiles of one long prompt and of many short ones; achieved TFLOP/s.
+// - prefill: causal tiles of one long prompt and of many short ones; achieved TFLOP/s;
+// - kv: long-context decode over caches of bf16, fp8, int8 and int4 blocks (and bf16 blocks in
+//   a cache that may hold quantized ones, the kernels' branching variant): time, the bytes of
+//   codes and scales read, and their rate.
 // Each case runs over `layers` distinct caches (a real step's layers; together well past L2)
 // captured in one graph; figures are per layer, medians of graph replays.
 //
 //   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
-//                        [--only decode|prefill]
+//                        [--kv-context N] [--kv-batches 8,64] [--only decode|prefill|kv]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,9 +24,12 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dummy_fill.h"
+#include "backend/cuda/kv_cache_write.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/prefill_attention.h"
 #include "cuda_bench_util.h"
+#include "kv/kv_format.h"
+#include "kv/kv_layout.h"
 
 using namespace optimate;
 using namespace optimate::cuda;
@@ -57,6 +63,11 @@ struct Setup {
     OPTIMATE_CUDA_CHECK(cudaMemcpy(tables.get(), ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
   }
   int64_t layer_elems() const { return blocks_per_layer * kKvHeads * kBlock * kDim; }
+  KvArena arena(int64_t layer) {
+    return {reinterpret_cast<uint8_t*>(k.get() + layer * layer_elems()),
+            reinterpret_cast<uint8_t*>(v.get() + layer * layer_elems()), kv_bf16_block_bytes(kKvHeads, kBlock, kDim),
+            false};
+  }
 };
 
 template <typename T>
@@ -64,6 +75,32 @@ DeviceBuffer<T> to_device(const std::vector<T>& h) {
   DeviceBuffer<T> d(std::max<size_t>(1, h.size()));
   OPTIMATE_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
+}
+
+// Decode rows, one per sequence, q in fused QKV rows, combined in the launch as the runner does.
+PagedAttentionParams decode_params(const __nv_bfloat16* q, const int32_t* row_seq, const int32_t* row_ctx,
+                                   const int32_t* tables, int64_t max_blocks, __nv_bfloat16* out, float* workspace,
+                                   int* counters, int64_t batch, int splits, DecodeAttentionKernel kernel) {
+  PagedAttentionParams p;
+  p.q = q;
+  p.q_row_stride = (kHeads + 2 * kKvHeads) * kDim;
+  p.row_seq = row_seq;
+  p.row_ctx = row_ctx;
+  p.block_tables = tables;
+  p.max_blocks_per_seq = max_blocks;
+  p.out = out;
+  p.out_row_stride = kHeads * kDim;
+  p.workspace = workspace;
+  p.split_counters = counters;
+  p.num_rows = batch;
+  p.num_heads = kHeads;
+  p.num_kv_heads = kKvHeads;
+  p.head_dim = kDim;
+  p.block_size = kBlock;
+  p.num_splits = splits;
+  p.scale = 1.0f / std::sqrt(float(kDim));
+  p.kernel = kernel;
+  return p;
 }
 
 // splits 0: the runner's choice for this batch and context.
@@ -79,29 +116,11 @@ nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, Decod
   DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
   DeviceBuffer<int> counters(batch * kKvHeads);
   OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
-  PagedAttentionParams p;
-  p.q = st.q.get();
-  p.q_row_stride = (kHeads + 2 * kKvHeads) * kDim;
-  p.row_seq = d_seq.get();
-  p.row_ctx = d_ctx.get();
-  p.block_tables = st.tables.get();
-  p.max_blocks_per_seq = st.max_blocks;
-  p.out = st.out.get();
-  p.out_row_stride = kHeads * kDim;
-  p.workspace = ws.get();
-  p.split_counters = counters.get();
-  p.num_rows = batch;
-  p.num_heads = kHeads;
-  p.num_kv_heads = kKvHeads;
-  p.head_dim = kDim;
-  p.block_size = kBlock;
-  p.num_splits = splits;
-  p.scale = 1.0f / std::sqrt(float(kDim));
-  p.kernel = kernel;
+  PagedAttentionParams p = decode_params(st.q.get(), d_seq.get(), d_ctx.get(), st.tables.get(), st.max_blocks,
+                                         st.out.get(), ws.get(), counters.get(), batch, splits, kernel);
   cudaGraphExec_t g = bench::capture(s, [&] {
     for (int64_t l = 0; l < layers; ++l) {
-      p.k_cache = st.k.get() + l * st.layer_elems();
-      p.v_cache = st.v.get() + l * st.layer_elems();
+      p.cache = st.arena(l);
       paged_attention(p, s);
     }
   });
@@ -144,8 +163,7 @@ nlohmann::json prefill_case(int64_t seqs, int64_t len, int64_t layers, cudaStrea
   p.scale = 1.0f / std::sqrt(float(kDim));
   cudaGraphExec_t g = bench::capture(s, [&] {
     for (int64_t l = 0; l < layers; ++l) {
-      p.k_cache = st.k.get() + l * st.layer_elems();
-      p.v_cache = st.v.get() + l * st.layer_elems();
+      p.cache = st.arena(l);
       prefill_attention(p, s);
     }
   });
@@ -158,11 +176,83 @@ nlohmann::json prefill_case(int64_t seqs, int64_t len, int64_t layers, cudaStrea
   return {{"seqs", seqs}, {"len", len}, {"us_per_layer", us}, {"tflop_per_s", tflops}};
 }
 
+// `batch` rows of `context` keys over caches whose blocks are all `precision`; `dynamic`: in a
+// layout that may also hold int8 blocks (so the kernels take their branching variant).
+nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers, kv::KvPrecision precision,
+                                 bool dynamic, DecodeAttentionKernel kernel, int num_sms, double copy_gbs,
+                                 cudaStream_t s) {
+  const kv::KvLayout layout = kv::plan_kv_layout(
+      kv::KvPrecision::kBF16, precision, dynamic ? std::optional(kv::KvPrecision::kInt8) : std::nullopt, kKvHeads,
+      kBlock, kDim);
+  const int64_t max_blocks = (context + kBlock - 1) / kBlock, blocks = batch * max_blocks;
+  const int64_t slots_per_block = layout.slots_for(precision), arena_bytes = blocks * slots_per_block * layout.slot_bytes;
+  const int code = kv::precision_code(precision);
+  DeviceBuffer<uint8_t> arenas(2 * layers * arena_bytes);
+  auto arena = [&](int64_t l) {
+    uint8_t* k = arenas.get() + 2 * l * arena_bytes;
+    return KvArena{k, k + arena_bytes, layout.slot_bytes, dynamic || code != 0};
+  };
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(5));
+  std::vector<int32_t> tables(blocks);
+  for (int64_t b = 0; b < blocks; ++b) tables[b] = kv::make_entry(code, static_cast<int32_t>(ids[b] * slots_per_block));
+  // Every position written through the KV write kernel (so quantized with real scales), a
+  // chunk of tokens at a time from one buffer of random rows.
+  const int64_t chunk = 16384, row = kKvHeads * kDim;
+  DeviceBuffer<__nv_bfloat16> src(chunk * row);
+  dummy_fill(src.get(), chunk * row, 9, 4, -1.0f, 1.0f);
+  std::vector<int32_t> targets;
+  for (int64_t seq = 0; seq < batch; ++seq)
+    for (int64_t pos = 0; pos < context; ++pos) {
+      const int32_t e = tables[seq * max_blocks + pos / kBlock];
+      targets.push_back(kv_write_target(code, kv::entry_slot(e), kBlock, static_cast<int>(pos % kBlock)));
+    }
+  auto d_targets = to_device(targets);
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t t = 0; t < static_cast<int64_t>(targets.size()); t += chunk)
+      kv_cache_write(src.get(), src.get(), row, arena(l), d_targets.get() + t,
+                     std::min<int64_t>(chunk, static_cast<int64_t>(targets.size()) - t), kKvHeads, kBlock, kDim, s);
+  std::vector<int32_t> seq(batch), ctx(batch, static_cast<int32_t>(context));
+  std::iota(seq.begin(), seq.end(), 0);
+  auto d_seq = to_device(seq);
+  auto d_ctx = to_device(ctx);
+  auto d_tables = to_device(tables);
+  const int64_t qkv = (kHeads + 2 * kKvHeads) * kDim;
+  DeviceBuffer<__nv_bfloat16> q(batch * qkv), out(batch * kHeads * kDim);
+  dummy_fill(q.get(), batch * qkv, 7, 3, -2.0f, 2.0f);
+  const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel};
+  const int splits = paged_attention_num_splits(batch, shape, context, num_sms);
+  DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
+  DeviceBuffer<int> counters(batch * kKvHeads);
+  OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  PagedAttentionParams p = decode_params(q.get(), d_seq.get(), d_ctx.get(), d_tables.get(), max_blocks, out.get(),
+                                         ws.get(), counters.get(), batch, splits, kernel);
+  cudaGraphExec_t g = bench::capture(s, [&] {
+    for (int64_t l = 0; l < layers; ++l) {
+      p.cache = arena(l);
+      paged_attention(p, s);
+    }
+  });
+  const double us = bench::replay_ms(g, s, 20) * 1e3 / layers;
+  cudaGraphExecDestroy(g);
+  const kv::BlockLayout block(precision, kKvHeads, kBlock, kDim);
+  const double bytes = 2.0 * batch * context * kKvHeads * static_cast<double>(block.row_bytes + block.scale_bytes);
+  const double gbs = bytes / (us * 1e-6) / 1e9;
+  const std::string name = std::string(kv::kv_precision_name(precision)) + (dynamic ? " (dynamic cache)" : "");
+  const char* kname = kernel == DecodeAttentionKernel::kTensorCores ? "tensor_cores" : "cuda_cores";
+  std::printf("kv %-20s %-12s batch %4ld ctx %6ld splits %2d: %9.1f us/layer %8.1f MB read %7.0f GB/s (%4.1f%% of copy)\n",
+              name.c_str(), kname, long(batch), long(context), splits, us, bytes / 1e6, gbs, 100.0 * gbs / copy_gbs);
+  return {{"precision", kv::kv_precision_name(precision)}, {"dynamic_cache", dynamic}, {"kernel", kname},
+          {"batch", batch}, {"context", context}, {"splits", splits}, {"us_per_layer", us},
+          {"bytes_per_layer", bytes}, {"gb_per_s", gbs}, {"fraction_of_copy", gbs / copy_gbs}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t layers = 8, context = 300;
-  std::vector<int64_t> batches = {1, 64, 256, 1024};
+  int64_t layers = 8, context = 300, kv_context = 8192;
+  std::vector<int64_t> batches = {1, 64, 256, 1024}, kv_batches = {8, 64};
   std::string out_path, only;
   const bool flags_ok = bench::parse_flags(
       argc, argv,
@@ -170,6 +260,8 @@ int main(int argc, char** argv) {
        {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
        {"--context", [&](const std::string& v) { context = std::stoll(v); }},
        {"--only", [&](const std::string& v) { only = v; }},
+       {"--kv-context", [&](const std::string& v) { kv_context = std::stoll(v); }},
+       {"--kv-batches", [&](const std::string& v) { kv_batches = bench::parse_list(v); }},
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
   if (!flags_ok) return 2;
   try {
@@ -197,6 +289,16 @@ int main(int argc, char** argv) {
       j["prefill"].push_back(prefill_case(32, 256, layers, s));
       j["prefill"].push_back(prefill_case(16, 200, layers, s));
     }
+    if (only.empty() || only == "kv")
+      for (int64_t b : kv_batches)
+        for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
+          for (auto precision : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8,
+                                 kv::KvPrecision::kInt4})
+            j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k, prop.multiProcessorCount,
+                                                j["copy_bandwidth_gb_per_s"], s));
+          j["kv"].push_back(kv_precision_case(b, kv_context, layers, kv::KvPrecision::kBF16, true, k,
+                                              prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s));
+        }
     bench::write_json(out_path, j);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_attention_bench: %s\n", e.what());

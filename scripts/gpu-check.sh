@@ -8,7 +8,10 @@
 #   test_cuda.log test_cuda.json   the kernel and runner tests (GoogleTest JSON)
 #   hf_reference.log          the transformers reference for the end-to-end test
 #   bench.json bench.log      the benchmark's figures and progress
-#   attention.json attention.log  the attention kernels alone (both decode kernels, prefill)
+#   attention.json attention.log  the attention kernels alone (both decode kernels, prefill,
+#                             long-context decode over bf16, fp8, int8 and int4 KV blocks)
+#   kv_tests.log kv_tests.json kv_attention.json kv_attention.log  the `kv` stage: the KV
+#                             precision tests and the long-context decode cases alone
 #   sampling.json sampling.log  fused vs unfused GPU sampling per step
 #   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
@@ -21,8 +24,10 @@
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python
+# OPTIMATE_GPU_STAGES (default all but kv): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv
+# (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
+# `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -168,6 +173,18 @@ for e in samp["sampling"]:
 PY
 
 fi
+kv_status=0
+if want kv; then
+  note "== KV cache precisions: tests and long-context decode attention"
+  "$build/tests/test_cuda" --gtest_filter='*KvCacheWrite*:*KvRequantize*:*Mixed*Attention*:*QuantizedCache*:*DynamicKvCache*:*KvCacheOptions*:*AllLogits*:*DecodeAttention*:*PrefillAttention*:Gemv.*:CudaRunner.*' \
+    --gtest_output="json:$out/kv_tests.json" >"$out/kv_tests.log" 2>&1
+  kv_status=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/kv_tests.log" | tee -a "$summary"
+  grep -E "Failure|expected|elements outside|bytes differ" "$out/kv_tests.log" | head -40
+  "$build/cuda_attention_bench" --only kv --out "$out/kv_attention.json" >"$out/kv_attention.log" 2>&1
+  [[ $? -eq 0 ]] || kv_status=1
+  tee -a "$summary" <"$out/kv_attention.log"
+fi
 if want peer && [[ -n "${OPTIMATE_HF_PEER:-}" && -f "$out/bench.json" ]]; then
   note "== transformers peer"
   PYTHONUNBUFFERED=1 python3 "$OPTIMATE_HF_PEER" --modes bs1,batch --batch 64 --prompt-len 128 \
@@ -235,5 +252,5 @@ if want python; then
   tail -3 "$out/python.log" | tee -a "$summary"
   note "python exit $python_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status"
-[[ $test_status -eq 0 && $python_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status"
+[[ $test_status -eq 0 && $kv_status -eq 0 && $python_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -104,7 +104,9 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.max_num_batched_tokens = args.max_num_batched_tokens;
   options.max_num_seqs = args.max_num_seqs;
   options.max_model_len = args.max_model_len;
-  options.num_kv_blocks = args.num_kv_blocks;
+  options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
+  options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
+  options.kv_finest_precision = kv_quant_precision(args);
   std::unique_ptr<cuda::CudaModelRunner> runner =
       dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
             : std::make_unique<cuda::CudaModelRunner>(model, options);

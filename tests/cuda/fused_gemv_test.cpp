@@ -194,8 +194,7 @@ TEST(Gemv, RopeAndKvCacheEpilogueMatchesUnfusedSequence) {
       p.positions = d_pos.get();
       p.inv_freq = d_freq.get();
       p.slot_mapping = d_slots.get();
-      p.k_cache = bf16_ptr(d_k);
-      p.v_cache = bf16_ptr(d_v);
+      p.kv_cache = bf16_arena(d_k, d_v, cs.kv_heads, bs, D);
       p.num_heads = cs.heads;
       p.num_kv_heads = cs.kv_heads;
       p.head_dim = D;

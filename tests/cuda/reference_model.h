@@ -1,11 +1,16 @@
 // A plain fp32 (fp64 accumulation) Llama forward over a whole token sequence, the CPU twin of
-// the CUDA runner for small configs: no paging, no fusion, straight from the definitions.
+// the CUDA runner for small configs: no paging, no fusion, straight from the definitions. Keys
+// and values may pass through a quantized KV block's store and load (kv/kv_format.h) per
+// position, as the runner's cache keeps them.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "core/half.h"
+#include "kv/kv_format.h"
 #include "model/weights.h"
 
 namespace optimate::cuda::testing {
@@ -35,6 +40,13 @@ class ReferenceModel {
 
   // Logits [n, vocab] of every position of `tokens` (positions 0..n-1).
   std::vector<float> logits(const std::vector<int32_t>& tokens) const {
+    return logits(tokens, [](int64_t) { return kv::KvPrecision::kF32; });
+  }
+
+  // The same with position p's keys and values rounded to bf16 and read back from a block of
+  // precision_at(p) (full precision: fp32 as computed).
+  std::vector<float> logits(const std::vector<int32_t>& tokens,
+                            const std::function<kv::KvPrecision(int64_t)>& precision_at) const {
     const int64_t n = tokens.size(), H = c_.hidden_size, D = c_.head_dim;
     const int64_t Hq = c_.num_heads, Hkv = c_.num_kv_heads, I = c_.intermediate_size;
     std::vector<float> x(n * H);
@@ -47,6 +59,19 @@ class ReferenceModel {
       std::vector<float> v = linear(h, L.wv, L.bv, n, Hkv * D, H);
       rope(q, n, Hq);
       rope(k, n, Hkv);
+      for (int64_t t = 0; t < n; ++t) {
+        const kv::KvPrecision p = precision_at(t);
+        if (kv::is_full_precision(p)) continue;
+        const kv::BlockLayout block(p, 1, 1, D);
+        std::vector<uint8_t> bytes(static_cast<size_t>(block.total_bytes));
+        for (std::vector<float>* x : {&k, &v})
+          for (int64_t h = 0; h < Hkv; ++h) {
+            float* row = x->data() + (t * Hkv + h) * D;
+            for (int64_t i = 0; i < D; ++i) row[i] = bf16_to_f32(f32_to_bf16(row[i]));  // as the runner holds it
+            kv::store_row(block, bytes.data(), 0, 0, row);
+            kv::load_row(block, bytes.data(), 0, 0, row);
+          }
+      }
       std::vector<float> att(n * Hq * D, 0.0f);
       for (int64_t t = 0; t < n; ++t)
         for (int64_t hh = 0; hh < Hq; ++hh) {

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kv_block.h"
 #include "core/half.h"
 
 namespace optimate::cuda::testing {
@@ -70,6 +71,12 @@ inline std::vector<float> download_bf16(const uint16_t* device, size_t n) {
 
 inline __nv_bfloat16* bf16_ptr(DeviceBuffer<uint16_t>& b) {
   return reinterpret_cast<__nv_bfloat16*>(b.get());
+}
+
+// A cache of bf16 blocks only, [blocks, hkv, bs, d] bf16 each for K and V, as the kernels take it.
+inline KvArena bf16_arena(DeviceBuffer<uint16_t>& k, DeviceBuffer<uint16_t>& v, int64_t hkv, int64_t bs, int64_t d) {
+  return {reinterpret_cast<uint8_t*>(k.get()), reinterpret_cast<uint8_t*>(v.get()), kv_bf16_block_bytes(hkv, bs, d),
+          false};
 }
 
 // Poison value so an element the kernel failed to write stands out (bf16 of -777).

@@ -1,5 +1,5 @@
-// The memory plan: KV blocks from the utilization fraction, and a clear error when the model
-// does not fit. Pure host arithmetic, so it runs without a GPU too.
+// The memory plan: KV slots (whole pages of them) from the utilization fraction, and a clear
+// error when the model does not fit. Pure host arithmetic, so it runs without a GPU too.
 #include "backend/cuda/memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -18,11 +18,33 @@ TEST(MemoryPlan, KvPoolGetsWhatTheBudgetLeaves) {
   in.gpu_memory_utilization = 0.9;
   in.weight_bytes = 16 * kGiB;
   in.activation_bytes = 2 * kGiB;
-  in.kv_block_bytes = 2 * 1024 * 1024;  // Llama-3-8B: 32 layers x 2 x 8 heads x 16 x 128 x 2 B
-  in.min_kv_blocks = 512;
+  in.kv_slot_bytes = 2 * 1024 * 1024;  // Llama-3-8B: 32 layers x 2 x 8 heads x 16 x 128 x 2 B
+  in.min_kv_slots = 512;
   const MemoryPlan plan = plan_memory(in);
   EXPECT_EQ(plan.other_bytes, 1 * kGiB);
-  EXPECT_EQ(plan.num_kv_blocks, (static_cast<int64_t>(140 * kGiB * 0.9) - 19 * kGiB) / in.kv_block_bytes);
+  EXPECT_EQ(plan.num_kv_slots, (static_cast<int64_t>(140 * kGiB * 0.9) - 19 * kGiB) / in.kv_slot_bytes);
+}
+
+// A dynamic cache's pool holds whole pages; a slot count asked for must be whole pages too.
+TEST(MemoryPlan, PoolHoldsWholePages) {
+  MemoryPlanInput in;
+  in.total_bytes = 10 * kGiB;
+  in.free_bytes = 10 * kGiB;
+  in.gpu_memory_utilization = 0.5;
+  in.kv_slot_bytes = 1000 * 1000;  // 5 GiB / 1 MB = 5368 slots, 1342 pages of 4
+  in.kv_page_slots = 4;
+  in.min_kv_slots = 3;             // rounds up to one page
+  EXPECT_EQ(plan_memory(in).num_kv_slots, 1342 * 4);
+  in.requested_kv_slots = 400;
+  EXPECT_EQ(plan_memory(in).num_kv_slots, 400);
+  in.requested_kv_slots = 402;
+  try {
+    plan_memory(in);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("whole pages of 4"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MemoryPlan, ResidentWeightsAreNotCountedTwice) {
@@ -33,8 +55,8 @@ TEST(MemoryPlan, ResidentWeightsAreNotCountedTwice) {
   in.gpu_memory_utilization = 0.5;
   in.weight_bytes = 16 * kGiB;
   in.activation_bytes = 0;
-  in.kv_block_bytes = kGiB;
-  EXPECT_EQ(plan_memory(in).num_kv_blocks, 30);
+  in.kv_slot_bytes = kGiB;
+  EXPECT_EQ(plan_memory(in).num_kv_slots, 30);
 }
 
 TEST(MemoryPlan, ModelThatDoesNotFitIsAClearError) {
@@ -44,8 +66,8 @@ TEST(MemoryPlan, ModelThatDoesNotFitIsAClearError) {
   in.gpu_memory_utilization = 0.9;
   in.weight_bytes = 30 * kGiB;
   in.activation_bytes = kGiB;
-  in.kv_block_bytes = 2 * 1024 * 1024;
-  in.min_kv_blocks = 512;
+  in.kv_slot_bytes = 2 * 1024 * 1024;
+  in.min_kv_slots = 512;
   try {
     plan_memory(in);
     FAIL() << "expected an error";
@@ -60,7 +82,7 @@ TEST(MemoryPlan, RejectsFractionOutsideZeroOne) {
   MemoryPlanInput in;
   in.total_bytes = kGiB;
   in.free_bytes = kGiB;
-  in.kv_block_bytes = 1024;
+  in.kv_slot_bytes = 1024;
   in.gpu_memory_utilization = 1.5;
   EXPECT_THROW(plan_memory(in), Error);
 }

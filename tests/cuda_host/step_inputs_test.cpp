@@ -1,6 +1,7 @@
 // The CUDA runner's host side: how a step's slices become the kernels' work lists (prefill
-// tiles, single-query rows, KV slots, logits rows, graph padding), which bad batches are
-// refused before anything reaches the GPU, and the decode split choice. Pure host code, so CI
+// tiles, single-query rows, KV write targets with their blocks' precisions, logits rows, all
+// of a slice's rows, graph padding), which bad batches are refused before anything reaches the
+// GPU, the blocks each KV layout can hold, and the decode split choice. Pure host code, so CI
 // runs it without a GPU.
 #include "backend/cuda/step_inputs.h"
 
@@ -11,22 +12,38 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/kv_block.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/prefill_attention.h"
 #include "core/error.h"
+#include "kv/kv_format.h"
+#include "kv/kv_layout.h"
 
 namespace optimate::cuda {
 namespace {
 
+using kv::KvPrecision;
+
+// A bf16 cache of 256 one-slot blocks (8 KV heads, head_dim 128).
 StepLimits limits() {
   StepLimits l;
   l.max_num_tokens = 1024;
   l.max_num_seqs = 8;
   l.max_blocks_per_seq = 32;
   l.block_size = 16;
-  l.num_kv_blocks = 256;
+  l.num_kv_slots = 256;
+  l.kv_block_slots = kv_block_slots(kv::plan_kv_layout(KvPrecision::kBF16, KvPrecision::kBF16, std::nullopt, 8, 16, 128),
+                                    8, 16, 128);
   l.vocab_size = 1000;
   l.max_model_len = 512;
+  return l;
+}
+
+// The same with a dynamic cache down to `finest`.
+StepLimits dynamic_limits(KvPrecision finest) {
+  StepLimits l = limits();
+  l.kv_block_slots =
+      kv_block_slots(kv::plan_kv_layout(KvPrecision::kBF16, KvPrecision::kBF16, finest, 8, 16, 128), 8, 16, 128);
   return l;
 }
 
@@ -133,6 +150,7 @@ TEST(StepInputs, BadBatchesAreRefusedWithTheSliceNamed) {
   const std::vector<int32_t> ok = {5, 6}, bad_token = {5, 1000}, negative = {-1};
   const std::vector<int32_t> table = {0, 1}, short_table = {}, bad_block = {0, 256};
   const std::vector<int32_t> long_prompt = iota_ids(1025, 0), one = {1};
+  const std::vector<int32_t> int8_table = {kv::make_entry(2, 5)};
   struct Case {
     std::string name;
     ForwardBatch batch;
@@ -149,6 +167,9 @@ TEST(StepInputs, BadBatchesAreRefusedWithTheSliceNamed) {
       {"block table too short", ForwardBatch{{SeqSlice{ok, 31, table, true}}}, "slice 0 has a block table of 2 blocks; positions up to 33 need 3"},
       {"no block table", ForwardBatch{{SeqSlice{ok, 0, short_table, true}}}, "block table of 0 blocks"},
       {"block id outside the cache", ForwardBatch{{SeqSlice{ok, 16, bad_block, true}}}, "slice 0 block 1 is id 256"},
+      {"a precision the cache does not hold", ForwardBatch{{SeqSlice{ok, 0, int8_table, true}}},
+       "slice 0 block 0 is entry 0x20000005"},
+      {"a negative entry", ForwardBatch{{SeqSlice{ok, 0, negative, true}}}, "slice 0 block 0 is entry 0xffffffff"},
       {"empty slice", ForwardBatch{{SeqSlice{short_table, 0, table, true}}}, "slice 0 has no tokens"},
       {"too many sequences", ForwardBatch{nine}, "9 sequences exceed max_num_seqs 8"},
       {"too many tokens", ForwardBatch{{SeqSlice{long_prompt, 0, table, true}}}, "1025 tokens exceed"},
@@ -178,6 +199,65 @@ TEST(StepInputs, LayoutHoldsTheMostTilesABatchCanNeed) {
   EXPECT_LE(p.in.num_tiles, p.layout.max_tiles);
   EXPECT_EQ(p.tile(15), (std::array<int32_t, 4>{static_cast<int32_t>(8 * (kPrefillTileRows + 1) - 1), 1,
                                                  kPrefillTileRows, 7}));
+}
+
+// Entries carry their block's precision to the kernels: write targets keep the code bits above
+// slot * block_size + token, and block tables are copied as they come.
+TEST(StepInputs, EntriesCarryTheirPrecisionToWriteTargetsAndTables) {
+  const StepLimits l = dynamic_limits(KvPrecision::kInt4);
+  const std::vector<int32_t> prompt = iota_ids(40, 1), one = {9};
+  // Blocks: int8 at slot 10, bf16 at slot 20 (a page of 4), int4 at slot 7.
+  const std::vector<int32_t> table = {kv::make_entry(2, 10), kv::make_entry(0, 20), kv::make_entry(3, 7)};
+  const std::vector<int32_t> fp8 = {kv::make_entry(1, 30)};
+  const Packed p = pack(ForwardBatch{{SeqSlice{prompt, 0, table, true}, SeqSlice{one, 3, fp8, true}}}, l);
+  const int32_t at_5 = p.at(p.layout.slot_mapping, 5), at_20 = p.at(p.layout.slot_mapping, 20);
+  const int32_t at_33 = p.at(p.layout.slot_mapping, 33), decode = p.at(p.layout.slot_mapping, 40);
+  EXPECT_EQ(kv_target_code(at_5), 2);
+  EXPECT_EQ(kv_target_row(at_5), 10 * 16 + 5);
+  EXPECT_EQ(at_20, 20 * 16 + 4);  // bf16: the plain row, as a bf16-only cache has it
+  EXPECT_EQ(kv_target_code(at_33), 3);
+  EXPECT_EQ(kv_target_row(at_33), 7 * 16 + 1);
+  EXPECT_EQ(kv_target_code(decode), 1);
+  EXPECT_EQ(kv_target_row(decode), 30 * 16 + 3);
+  EXPECT_EQ(p.at(p.layout.block_tables, 0), table[0]);
+  EXPECT_EQ(p.at(p.layout.block_tables, 2), table[2]);
+  EXPECT_EQ(p.at(p.layout.block_tables, l.max_blocks_per_seq), fp8[0]);
+  // A bf16 block spans a page: one starting in the arena's last three slots is refused.
+  const std::vector<int32_t> late = {kv::make_entry(0, 253)}, late_int4 = {kv::make_entry(3, 255)};
+  EXPECT_THROW(pack(ForwardBatch{{SeqSlice{one, 0, late, true}}}, l), Error);
+  EXPECT_NO_THROW(pack(ForwardBatch{{SeqSlice{one, 0, late_int4, true}}}, l));
+  // int4 is finer than an int8-finest layout holds.
+  EXPECT_THROW(pack(ForwardBatch{{SeqSlice{one, 0, late_int4, true}}}, dynamic_limits(KvPrecision::kInt8)), Error);
+}
+
+// A slice with all_logits gives a logits row per token, in order, among the other slices'.
+TEST(StepInputs, AllLogitsSliceGivesEveryTokensRowInOrder) {
+  const StepLimits l = limits();
+  const std::vector<int32_t> a = iota_ids(20, 1), b = iota_ids(5, 1), table = {0, 1};
+  SeqSlice all{a, 0, table, true};
+  all.all_logits = true;
+  const Packed p = pack(ForwardBatch{{SeqSlice{b, 0, table, true}, all, SeqSlice{b, 0, table, false}}}, l);
+  ASSERT_EQ(p.in.num_logits_rows, 21);
+  EXPECT_EQ(p.at(p.layout.logits_rows, 0), 4);
+  for (int64_t j = 0; j < 20; ++j) EXPECT_EQ(p.at(p.layout.logits_rows, 1 + j), 5 + j) << j;
+  // More rows than max_num_seqs fit the layout: it reserves one per token.
+  EXPECT_GE(p.layout.total - p.layout.logits_rows, l.max_num_tokens);
+}
+
+// Which blocks each layout holds and how many slots they span: a static cache holds its own
+// precision in one slot (a bf16 block does not fit an int8 cache's slot); a dynamic one bf16
+// in a page and every precision down to its finest.
+TEST(KvBlockSlots, EachLayoutHoldsTheBlocksThatFit) {
+  auto slots = [](KvPrecision base, std::optional<KvPrecision> finest) {
+    return kv_block_slots(kv::plan_kv_layout(KvPrecision::kBF16, base, finest, 8, 16, 128), 8, 16, 128);
+  };
+  using A = std::array<int64_t, 4>;  // bf16, fp8, int8, int4
+  EXPECT_EQ(slots(KvPrecision::kBF16, std::nullopt), (A{1, 0, 0, 0}));
+  EXPECT_EQ(slots(KvPrecision::kInt8, std::nullopt), (A{0, 0, 1, 0}));
+  EXPECT_EQ(slots(KvPrecision::kInt4, std::nullopt), (A{0, 0, 0, 1}));
+  EXPECT_EQ(slots(KvPrecision::kBF16, KvPrecision::kInt8), (A{2, 1, 1, 0}));
+  EXPECT_EQ(slots(KvPrecision::kBF16, KvPrecision::kFP8), (A{2, 1, 1, 0}));
+  EXPECT_EQ(slots(KvPrecision::kBF16, KvPrecision::kInt4), (A{4, 2, 2, 1}));
 }
 
 const DecodeAttentionShape kLlama3{32, 8, 128, 16, DecodeAttentionKernel::kAuto};

@@ -7,6 +7,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/kv_requantize.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/runner_state.h"
@@ -39,6 +41,14 @@ void check_supported(const ModelConfig& c) {
 
 }  // namespace
 
+kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o) {
+  if (o.kv_cache_dtype == kv::KvPrecision::kF32)
+    fail(ErrorCode::kUnsupported, "the CUDA runner keeps KV in bf16, fp8, int8 or int4; kv-cache-dtype f32 "
+         "is not supported");
+  return kv::plan_kv_layout(kv::KvPrecision::kBF16, o.kv_cache_dtype, o.kv_finest_precision, c.num_kv_heads,
+                            o.block_size, c.head_dim);
+}
+
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
   return {c.num_heads, c.num_kv_heads, c.head_dim, o.block_size,
           o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores};
@@ -60,6 +70,9 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   meta.max_num_seqs = S;
   meta.max_blocks_per_seq = (max_model_len + o.block_size - 1) / o.block_size;
   b += StepLayout(meta).total * 4;                  // step metadata
+  if (o.kv_finest_precision)                        // requantize scratch
+    b += kv_requantize_scratch_bytes({nullptr, 0, 0, c.num_layers, c.num_kv_heads, o.block_size, c.head_dim},
+                                     kRequantizeBatchOps);
   b += int64_t{32} << 20;                           // cuBLASLt workspace
   b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
   return b;
@@ -79,11 +92,20 @@ MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int6
   size_t free_b = 0, total_b = 0;
   OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const int64_t len = resolve_max_model_len(c, options);
-  const int64_t kv_block_bytes = c.num_layers * 2 * c.num_kv_heads * options.block_size * c.head_dim * 2;
-  return plan_memory({static_cast<int64_t>(total_b), static_cast<int64_t>(free_b), weights_resident,
-                      options.gpu_memory_utilization, weight_bytes,
-                      runner_activation_bytes(c, options, num_sms, len), kv_block_bytes,
-                      (len + options.block_size - 1) / options.block_size, options.num_kv_blocks});
+  const kv::KvLayout layout = runner_kv_layout(c, options);
+  const int64_t seq_blocks = (len + options.block_size - 1) / options.block_size;
+  MemoryPlanInput in;
+  in.total_bytes = static_cast<int64_t>(total_b);
+  in.free_bytes = static_cast<int64_t>(free_b);
+  in.weights_resident = weights_resident;
+  in.gpu_memory_utilization = options.gpu_memory_utilization;
+  in.weight_bytes = weight_bytes;
+  in.activation_bytes = runner_activation_bytes(c, options, num_sms, len);
+  in.kv_slot_bytes = c.num_layers * 2 * layout.slot_bytes;
+  in.kv_page_slots = layout.page_slots;
+  in.min_kv_slots = seq_blocks * layout.slots_for(layout.base);
+  in.requested_kv_slots = options.num_kv_blocks;
+  return plan_memory(in);
 }
 
 int device_sms(int device) {
@@ -134,15 +156,34 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms);
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
-  st.kv_shape = {c.num_layers, st.plan.num_kv_blocks, options.block_size, c.num_kv_heads, c.head_dim,
-                 kv::plan_kv_layout(kv::KvPrecision::kBF16, kv::KvPrecision::kBF16, std::nullopt,
-                                    c.num_kv_heads, options.block_size, c.head_dim)};
-  st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * st.plan.num_kv_blocks * c.num_kv_heads *
-                                         options.block_size * c.head_dim));
+  const kv::KvLayout layout = runner_kv_layout(c, options);
+  const int64_t num_slots = st.plan.num_kv_slots;
+  // Step write targets carry slot * block_size + token below the entry's precision bits.
+  if (num_slots * options.block_size > kv::kEntrySlotMask)
+    fail(ErrorCode::kInvalidArgument, "a KV cache of {} slots of {} tokens is more than block-table entries "
+         "address ({} token rows); set num-kv-blocks lower", num_slots, options.block_size,
+         kv::kEntrySlotMask);
+  st.kv_shape = {c.num_layers, num_slots, options.block_size, c.num_kv_heads, c.head_dim, layout};
+  st.kv_quantized = layout.dynamic() || !kv::is_full_precision(layout.base);
+  OPTIMATE_CHECK(st.kv_quantized || layout.slot_bytes == kv_bf16_block_bytes(c.num_kv_heads, options.block_size,
+                                                                            c.head_dim),
+                 "bf16 slot of {} bytes", layout.slot_bytes);
+  st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * num_slots * layout.slot_bytes));
+  st.kv_row_counters.resize(static_cast<size_t>(kGemvMaxRows * 2 * c.num_kv_heads));
+  OPTIMATE_CUDA_CHECK(cudaMemset(st.kv_row_counters.get(), 0, st.kv_row_counters.bytes()));
+  if (layout.dynamic())
+    st.requantize_scratch.resize(static_cast<size_t>(kv_requantize_scratch_bytes(
+        {nullptr, 0, 0, c.num_layers, c.num_kv_heads, options.block_size, c.head_dim}, kRequantizeBatchOps)));
 
-  st.limits = {options.max_num_batched_tokens, options.max_num_seqs,
-               (len + options.block_size - 1) / options.block_size, options.block_size,
-               st.plan.num_kv_blocks, c.vocab_size, len, options.tensor_core_prefill};
+  st.limits.max_num_tokens = options.max_num_batched_tokens;
+  st.limits.max_num_seqs = options.max_num_seqs;
+  st.limits.max_blocks_per_seq = (len + options.block_size - 1) / options.block_size;
+  st.limits.block_size = options.block_size;
+  st.limits.num_kv_slots = num_slots;
+  st.limits.kv_block_slots = kv_block_slots(layout, c.num_kv_heads, options.block_size, c.head_dim);
+  st.limits.vocab_size = c.vocab_size;
+  st.limits.max_model_len = len;
+  st.limits.tensor_core_prefill = options.tensor_core_prefill;
   st.layout = StepLayout(st.limits);
   OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.staging, st.layout.total * sizeof(int32_t)));
   std::memset(st.staging, 0, st.layout.total * sizeof(int32_t));
@@ -190,12 +231,6 @@ CudaModelRunner::~CudaModelRunner() {
 const ModelConfig& CudaModelRunner::config() const { return state_->config; }
 const KvCacheShape& CudaModelRunner::kv_shape() const { return state_->kv_shape; }
 const MemoryPlan& CudaModelRunner::memory_plan() const { return state_->plan; }
-void CudaModelRunner::requantize(std::span<const RequantizeOp> ops) {
-  if (!ops.empty())
-    fail(ErrorCode::kUnsupported, "the CUDA runner's KV cache holds one precision; requantizing {} "
-         "blocks is not built yet", ops.size());
-}
-
 StepCapacity CudaModelRunner::capacity() const {
   return {state_->limits.max_num_seqs, state_->limits.max_num_tokens, state_->limits.max_model_len};
 }
@@ -280,7 +315,9 @@ void CudaModelRunner::capture_decode_graphs() {
   State& st = *state_;
   if (!st.options.cuda_graphs) return;
   const int64_t most = std::min(st.options.max_num_seqs, st.options.max_graph_batch);
-  const std::vector<int32_t> token = {0}, table = {0};
+  // Slot 0 at the cache's base precision: the capture writes and reads nothing there.
+  const std::vector<int32_t> token = {0},
+                             table = {kv::make_entry(kv::precision_code(st.kv_shape.layout.base), 0)};
   for (int64_t b = 1; b <= most; b = graph_bucket(b + 1)) {
     ForwardBatch batch;
     batch.seqs.assign(static_cast<size_t>(b), SeqSlice{token, 0, table, true});
@@ -297,17 +334,35 @@ void CudaModelRunner::capture_decode_graphs() {
 void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   State& st = *state_;
   const int64_t rows = run_step(st, batch);
-  logits.resize(static_cast<size_t>(rows * st.config.vocab_size));
-  st.timer.mark(Stage::kCopyOut, st.stream);
-  if (rows > 0)
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(logits.data(), st.logits.get(),
-                                        logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                        st.stream));
+  const int64_t V = st.config.vocab_size, chunk = st.options.max_num_seqs;
+  logits.resize(static_cast<size_t>(rows * V));
+  // The step computed the first chunk of rows; all_logits slices may want more than the
+  // logits buffer holds, so the rest go through the LM head a chunk at a time, each copied out
+  // before the next overwrites the buffer (same stream).
+  for (int64_t first = 0; first < rows; first += chunk) {
+    const int64_t n = std::min(chunk, rows - first);
+    if (first > 0) st.enqueue_lm_head(first, n);
+    if (first == 0) st.timer.mark(Stage::kCopyOut, st.stream);
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(logits.data() + first * V, st.logits.get(), n * V * sizeof(float),
+                                        cudaMemcpyDeviceToHost, st.stream));
+  }
+  if (rows == 0) st.timer.mark(Stage::kCopyOut, st.stream);
   st.timer.end_step(st.stream);  // its last event follows the copy, not the host's wake-up
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
 }
 
+namespace {
+
+void refuse_all_logits(const ForwardBatch& batch, const char* call) {
+  for (size_t i = 0; i < batch.seqs.size(); ++i)
+    if (batch.seqs[i].all_logits)
+      fail(ErrorCode::kInvalidArgument, "{}: slice {} asks for all logits; use forward", call, i);
+}
+
+}  // namespace
+
 void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
+  refuse_all_logits(batch, "forward_greedy");
   State& st = *state_;
   const int64_t rows = run_step(st, batch);
   token_ids.resize(static_cast<size_t>(rows));
@@ -321,6 +376,7 @@ void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int3
 
 bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
                                      std::vector<int32_t>& token_ids) {
+  refuse_all_logits(batch, "forward_sample");
   State& st = *state_;
   const int64_t n = static_cast<int64_t>(rows.size());
   if (n > st.options.max_num_seqs)

@@ -1,8 +1,10 @@
-// The CUDA ModelRunner for Llama-family decoders: bf16 weights and paged KV cache on one GPU,
-// cuBLASLt GEMMs, the kernels of this folder, and CUDA graphs replayed for decode steps.
+// The CUDA ModelRunner for Llama-family decoders: bf16 weights and a paged KV cache of bf16,
+// fp8, int8 or int4 blocks on one GPU, cuBLASLt GEMMs, the kernels of this folder, and CUDA
+// graphs replayed for decode steps.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,7 +23,15 @@ struct CudaRunnerOptions {
   int64_t max_num_batched_tokens = 8192;  // tokens in one step (sizes the activations)
   int64_t max_num_seqs = 256;
   int64_t max_model_len = 0;   // 0: the model's max_position_embeddings, at most 8192
-  int64_t num_kv_blocks = 0;   // 0: as many as the memory plan allows
+  // KV slots per arena (KvCacheShape::num_blocks; whole pages of a dynamic cache); 0: as many
+  // as the memory plan allows.
+  int64_t num_kv_blocks = 0;
+  // The cache's precision (kv/kv_layout.h's base): bf16, or fp8, int8, int4 for a cache
+  // quantized from the start. f32 is refused: the runner's own precision is bf16.
+  kv::KvPrecision kv_cache_dtype = kv::KvPrecision::kBF16;
+  // Set (fp8, int8 or int4) for a dynamic cache: blocks start bf16 (kv_cache_dtype must be
+  // bf16) and requantize() turns them into blocks of this precision or a coarser one.
+  std::optional<kv::KvPrecision> kv_finest_precision;
   bool cuda_graphs = true;     // capture and replay uniform decode steps per batch bucket
   // Larger decode batches run eagerly: their launch gaps are a small share of a step, and a
   // shrinking batch would otherwise capture a graph for every bucket on its way down.
@@ -53,7 +63,11 @@ class CudaModelRunner final : public ModelRunner {
 
   const ModelConfig& config() const override;
   const KvCacheShape& kv_shape() const override;
+  // In place on the GPU, every layer's K and V (kv_requantize.h); enqueued on the runner's
+  // stream before the next step. Error(kInvalidArgument) for ops the layout does not allow.
   void requantize(std::span<const RequantizeOp> ops) override;
+  // Slices with all_logits get a row per token; the LM head runs over them in chunks of
+  // max_num_seqs rows (the logits buffer).
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   // Samples on the GPU: greedy rows take the argmax the step computes anyway; a batch with any
   // other row goes through sample_rows_fused (sampling.h). Only token ids cross to the host.
@@ -61,7 +75,7 @@ class CudaModelRunner final : public ModelRunner {
                       std::vector<int32_t>& token_ids) override;
 
   // Like forward, but returns the greedy token of each logits row (argmax on the GPU), so only
-  // one int32 per row crosses back to the host.
+  // one int32 per row crosses back to the host. Not for all_logits slices.
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids);
 
   // Turns decode-graph replay on or off (benchmarks compare both); captured graphs are kept.

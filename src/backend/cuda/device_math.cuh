@@ -22,6 +22,14 @@ __device__ __forceinline__ float group_max(float v) {
   return v;
 }
 
+template <int width = 32>
+__device__ __forceinline__ float group_min(float v) {
+#pragma unroll
+  for (int offset = width / 2; offset > 0; offset /= 2)
+    v = fminf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // Eight bf16 values moved as one 16-byte access.
 struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];

@@ -22,15 +22,10 @@
 
 namespace optimate::cuda {
 
-__nv_bfloat16* CudaModelRunner::State::k_cache(int64_t layer) const {
-  const int64_t per_layer = kv_shape.num_blocks * kv_shape.num_kv_heads * kv_shape.block_size *
-                            kv_shape.head_dim;
-  return kv_cache.get() + (2 * layer) * per_layer;
-}
-
-__nv_bfloat16* CudaModelRunner::State::v_cache(int64_t layer) const {
-  return k_cache(layer) + kv_shape.num_blocks * kv_shape.num_kv_heads * kv_shape.block_size *
-                              kv_shape.head_dim;
+KvArena CudaModelRunner::State::kv_arena(int64_t layer) const {
+  const int64_t arena_bytes = kv_shape.num_blocks * kv_shape.layout.slot_bytes;
+  uint8_t* k = kv_cache.get() + 2 * layer * arena_bytes;
+  return {k, k + arena_bytes, kv_shape.layout.slot_bytes, kv_quantized};
 }
 
 int CudaModelRunner::State::decode_splits(int64_t num_rows, int64_t max_ctx) const {
@@ -106,6 +101,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   qkv_p.num_kv_heads = c.num_kv_heads;
   qkv_p.head_dim = D;
   qkv_p.block_size = kv_shape.block_size;
+  qkv_p.kv_row_counters = kv_row_counters.get();
   o_p.epilogue = down_p.epilogue = GemvEpilogue::kAddResidual;
   o_p.residual_out = down_p.residual_out = residual.get();
   o_p.x = attn.get();
@@ -127,12 +123,9 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     qkv_p.norm_weight = w.attn_norm;
     qkv_p.w = w.wqkv;
     qkv_p.bias = w.bqkv;
-    qkv_p.k_cache = k_cache(l);
-    qkv_p.v_cache = v_cache(l);
+    qkv_p.kv_cache = dec.cache = pre.cache = kv_arena(l);
     mark(Stage::kQkv);
     gemv(qkv_p, s);
-    dec.k_cache = pre.k_cache = k_cache(l);
-    dec.v_cache = pre.v_cache = v_cache(l);
     mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
@@ -157,10 +150,9 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     mark(Stage::kElementwise);
     rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
                  s);
-    kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, k_cache(l), v_cache(l),
-                   slots, T, c.num_kv_heads, kv_shape.block_size, D, s);
-    dec.k_cache = pre.k_cache = k_cache(l);
-    dec.v_cache = pre.v_cache = v_cache(l);
+    dec.cache = pre.cache = kv_arena(l);
+    kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, dec.cache, slots, T,
+                   c.num_kv_heads, kv_shape.block_size, D, s);
     mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
@@ -177,16 +169,22 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     mark(Stage::kDown);
     gemm->linear(act.get(), w.w_down, nullptr, branch.get(), GemmOutput::kBf16, T, H, inter, s);
   }
-  // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM.
-  const int64_t R = in.num_logits_rows;
+  // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
+  // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).
+  const int64_t R = in.num_logits_rows, first_rows = std::min(R, options.max_num_seqs);
   mark(Stage::kFinalNorm);
   rmsnorm_residual(fused ? nullptr : branch.get(), residual.get(), weights.final_norm, normed.get(),
                    meta + layout.logits_rows, R, H, c.rms_norm_eps, s);
   mark(Stage::kLmHead);
-  gemm->linear(normed.get(), weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, R,
-               c.vocab_size, H, s);
+  enqueue_lm_head(0, first_rows);
   mark(Stage::kArgmax);
-  argmax_rows(logits.get(), greedy.get(), R, c.vocab_size, s);
+  argmax_rows(logits.get(), greedy.get(), first_rows, c.vocab_size, s);
+}
+
+void CudaModelRunner::State::enqueue_lm_head(int64_t first, int64_t count) {
+  const int64_t H = config.hidden_size;
+  gemm->linear(normed.get() + first * H, weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, count,
+               config.vocab_size, H, stream);
 }
 
 }  // namespace optimate::cuda

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/programmatic_launch.h"
 
 namespace optimate::cuda {
@@ -81,7 +82,9 @@ __device__ void normalize_rows(const GemvParams& p, int m, __nv_bfloat16* xs, fl
   }
 }
 
-__device__ void epilogue(const GemvParams& p, int t, int a, int b, bool has_b, float va, float vb) {
+// Stores one (a, b) pair of row t. Returns the id of a quantized KV row this store completed
+// (kRopeKvWrite), else -1.
+__device__ int epilogue(const GemvParams& p, int t, int a, int b, bool has_b, float va, float vb) {
   const int64_t n = p.n;
   if (p.bias) {
     va += __bfloat162float(p.bias[a]);
@@ -125,17 +128,70 @@ __device__ void epilogue(const GemvParams& p, int t, int a, int b, bool has_b, f
       auto* y = static_cast<__nv_bfloat16*>(p.y) + t * n;
       y[a] = o0;
       y[b] = o1;
-      const int slot = p.slot_mapping[t];
-      if (a >= q_dim && slot >= 0) {
-        const int local = (a - q_dim) % kv_dim;
-        const int64_t block = slot / p.block_size, offset = slot % p.block_size;
-        const int64_t dst = ((block * p.num_kv_heads + local / D) * p.block_size + offset) * D + local % D;
-        __nv_bfloat16* cache = a < q_dim + kv_dim ? p.k_cache : p.v_cache;
+      const int target = p.slot_mapping[t];
+      if (a < q_dim || target < 0) break;
+      const bool is_v = a >= q_dim + kv_dim;
+      const int local = (a - q_dim) % kv_dim;
+      const int head = local / D, d = local % D;
+      const int bs = static_cast<int>(p.block_size);
+      if (!p.kv_cache.quantized) {
+        const int64_t block = target / bs, offset = target % bs;
+        const int64_t dst = ((block * p.num_kv_heads + head) * bs + offset) * D + d;
+        auto* cache = reinterpret_cast<__nv_bfloat16*>(is_v ? p.kv_cache.v : p.kv_cache.k);
         cache[dst] = o0;
         cache[dst + D / 2] = o1;
+        break;
+      }
+      const int code = kv_target_code(target);
+      const int32_t row = kv_target_row(target);
+      if (code == kKvBf16) {
+        uint8_t* block = (is_v ? p.kv_cache.v : p.kv_cache.k) + (row / bs) * p.kv_cache.slot_bytes;
+        auto* dst = reinterpret_cast<__nv_bfloat16*>(block + kv_codes_offset(kKvBf16, bs, D, head, row % bs)) + d;
+        dst[0] = o0;
+        dst[D / 2] = o1;
+        break;
+      }
+      // The row's D / 2 pairs come from as many warps; the last to arrive quantizes it.
+      __threadfence();
+      const int id = (t * 2 + (is_v ? 1 : 0)) * static_cast<int>(p.num_kv_heads) + head;
+      if (atomicAdd(p.kv_row_counters + id, 1) == D / 2 - 1) {
+        p.kv_row_counters[id] = 0;
+        return id;
       }
       break;
     }
+  }
+  return -1;
+}
+
+// Quantizes the KV rows that this warp's lanes completed (ids from epilogue), the whole warp
+// on each in turn, from the rotated bf16 values in y.
+template <int E>
+__device__ void quantize_finished_rows(const GemvParams& p, int finished, int lane) {
+  constexpr int D = 32 * E;
+  unsigned pending = __ballot_sync(0xffffffffu, finished >= 0);
+  if (!pending) return;
+  __threadfence();  // the other warps' y stores, fenced before their counts, are visible
+  const int kvh = static_cast<int>(p.num_kv_heads), bs = static_cast<int>(p.block_size);
+  while (pending) {
+    const int id = __shfl_sync(0xffffffffu, finished, __ffs(pending) - 1);
+    pending &= pending - 1;
+    const int head = id % kvh, is_v = (id / kvh) % 2, t = id / kvh / 2;
+    const auto* src = static_cast<const __nv_bfloat16*>(p.y) + t * p.n + (p.num_heads + is_v * kvh + head) * D;
+    float x[E];
+    if constexpr (E == 2) {
+      const uint32_t w = __ldcg(reinterpret_cast<const unsigned int*>(src) + lane);
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+      x[0] = f.x, x[1] = f.y;
+    } else {
+      const uint2 w = __ldcg(reinterpret_cast<const uint2*>(src) + lane);
+      const float2 f0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+      const float2 f1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+      x[0] = f0.x, x[1] = f0.y, x[2] = f1.x, x[3] = f1.y;
+    }
+    const int32_t row = kv_target_row(p.slot_mapping[t]);
+    uint8_t* block = (is_v ? p.kv_cache.v : p.kv_cache.k) + static_cast<int64_t>(row / bs) * p.kv_cache.slot_bytes;
+    kv_store_block_row_warp<E>(kv_target_code(p.slot_mapping[t]), x, block, kvh, bs, head, row % bs, lane);
   }
 }
 
@@ -222,9 +278,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   if (!active) return;
+  int finished = -1;
 #pragma unroll
   for (int i = 0; i < M; ++i)
-    if (lane == i) epilogue(p, i, a, b, has_b, acc[0][i], acc[1][i]);
+    if (lane == i) finished = epilogue(p, i, a, b, has_b, acc[0][i], acc[1][i]);
+  if (p.epilogue == GemvEpilogue::kRopeKvWrite && p.kv_cache.quantized) {
+    if (p.head_dim == 64) quantize_finished_rows<2>(p, finished, lane);
+    else quantize_finished_rows<4>(p, finished, lane);
+  }
 }
 
 int device_sms() {
@@ -308,9 +369,12 @@ void gemv(const GemvParams& p, cudaStream_t stream) {
                              p.n == (p.num_heads + 2 * p.num_kv_heads) * p.head_dim,
                          "n {} != (heads {} + 2 kv heads {}) * head_dim {}", p.n, p.num_heads,
                          p.num_kv_heads, p.head_dim);
-    OPTIMATE_SHAPE_CHECK(p.y && p.positions && p.inv_freq && p.slot_mapping && p.k_cache &&
-                             p.v_cache && p.block_size > 0,
+    OPTIMATE_SHAPE_CHECK(p.y && p.positions && p.inv_freq && p.slot_mapping && p.block_size > 0,
                          "RoPE/KV epilogue needs positions, inv_freq, slots and caches");
+    check_kv_arena(p.kv_cache, p.num_kv_heads, p.block_size, p.head_dim);
+    OPTIMATE_SHAPE_CHECK(!p.kv_cache.quantized || (p.kv_row_counters && (p.head_dim == 64 || p.head_dim == 128)),
+                         "quantized KV from the GEMV needs row counters and head_dim 64 or 128 (got {})",
+                         p.head_dim);
     half_span = p.head_dim / 2;
   } else if (p.epilogue == GemvEpilogue::kAddResidual) {
     OPTIMATE_SHAPE_CHECK(p.residual_out != nullptr, "residual epilogue needs residual_out");

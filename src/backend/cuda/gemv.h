@@ -12,6 +12,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kv_block.h"
+
 namespace optimate::cuda {
 
 inline constexpr int64_t kGemvMaxRows = 8;
@@ -35,7 +37,9 @@ enum class GemvEpilogue {
                  // rounded to bf16 first, as silu_mul over a stored gate_up would see them
   kRopeKvWrite,  // n = (heads + 2 kv_heads) * head_dim: y [m, n] = bf16 qkv with q and k
                  // rotated (as rope_inplace), k and v also written to the paged cache
-                 // (as kv_cache_write; slot -1 writes nothing)
+                 // (as kv_cache_write; slot -1 writes nothing). A row bound for a quantized
+                 // block is quantized by the warp that finishes it last: each warp holds two
+                 // of its elements, so the warps count their writes in kv_row_counters
 };
 
 struct GemvParams {
@@ -53,9 +57,9 @@ struct GemvParams {
   // kRopeKvWrite
   const int32_t* positions = nullptr;          // [m]
   const float* inv_freq = nullptr;             // [head_dim / 2]
-  const int32_t* slot_mapping = nullptr;       // [m]
-  __nv_bfloat16* k_cache = nullptr;            // [blocks, kv_heads, block_size, head_dim]
-  __nv_bfloat16* v_cache = nullptr;
+  const int32_t* slot_mapping = nullptr;       // [m] write targets (kv_block.h)
+  KvArena kv_cache;
+  int* kv_row_counters = nullptr;              // [kGemvMaxRows, 2, kv_heads] zeros; kv_cache.quantized
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
   // Warps that share one pair of output rows, each streaming every split_k-th 256-element
   // chunk of k (1, 2, 4 or 8); 0 picks the split whose grid best fills its last wave.

@@ -1,6 +1,7 @@
 // How the GPU's memory is split between weights, per-step activations and the KV-cache pool,
 // from a --gpu-memory-utilization fraction (vLLM's meaning: the share of the whole card this
-// process may use, counting what other processes already hold against it).
+// process may use, counting what other processes already hold against it). The pool is counted
+// in slots (kv/kv_layout.h: a block takes one or a page of them) and holds whole pages.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,10 @@ struct MemoryPlanInput {
   double gpu_memory_utilization = 0.9;
   int64_t weight_bytes = 0;
   int64_t activation_bytes = 0;
-  int64_t kv_block_bytes = 0;    // one block of K and V across all layers
-  int64_t min_kv_blocks = 1;     // blocks one full-length sequence needs
-  int64_t requested_kv_blocks = 0;  // 0: as many as fit
+  int64_t kv_slot_bytes = 0;     // one slot of K and V across all layers
+  int64_t kv_page_slots = 1;     // the pool holds whole pages of this many slots
+  int64_t min_kv_slots = 1;      // slots one full-length sequence needs
+  int64_t requested_kv_slots = 0;  // 0: as many as fit; else a multiple of kv_page_slots
 };
 
 struct MemoryPlan {
@@ -25,13 +27,15 @@ struct MemoryPlan {
   int64_t other_bytes = 0;   // held by other processes or contexts before us
   int64_t weight_bytes = 0;
   int64_t activation_bytes = 0;
-  int64_t kv_block_bytes = 0;
-  int64_t num_kv_blocks = 0;
+  int64_t kv_slot_bytes = 0;
+  int64_t kv_page_slots = 1;
+  int64_t num_kv_slots = 0;  // a multiple of kv_page_slots
   std::string describe() const;
 };
 
 // Throws Error(kResourceExhausted) naming every term when the weights, activations and KV
-// for one full-length sequence do not fit, and Error(kInvalidArgument) for a bad fraction.
+// for one full-length sequence do not fit, and Error(kInvalidArgument) for a bad fraction or a
+// requested slot count that is not whole pages.
 MemoryPlan plan_memory(const MemoryPlanInput& in);
 
 }  // namespace optimate::cuda

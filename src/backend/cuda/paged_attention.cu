@@ -10,8 +10,15 @@
 // partial outputs plus (max, sum) per head, combined by the last block of each (row, kv head)
 // to finish when split counters are given, else by a second kernel.
 //
-// Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; caches [num_blocks,
-// num_kv_heads, block_size, head_dim] bf16; workspace: partial outputs
+// A cache that may hold quantized blocks (KvArena::quantized) takes the kernel's Q variant: each
+// key's entry gives its block's precision, and a lane loads its 8 elements' codes (16, 8 or 4
+// bytes) and their scale and dequantizes them before the same dot products (kv_quant.cuh).
+// Its splits start on a multiple of 4 keys, so the keys a warp loads together (2 or 4
+// consecutive ones) share a block and the precision branch is warp-uniform when the block size
+// is a multiple of 4. The bf16-only variant is the kernel as it was, with no branch at all.
+//
+// Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; cache blocks per kv_block.h
+// ([num_kv_heads, block_size, head_dim] bf16 rows in a bf16 block); workspace: partial outputs
 // [num_rows, num_heads, num_splits, head_dim] fp32 then (max, sum) [num_rows, num_heads,
 // num_splits, 2] fp32.
 // Launch: grid (num_kv_heads, num_rows, num_splits), 128 threads; combine: grid
@@ -23,6 +30,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/paged_attention_tc.h"
 #include "backend/cuda/programmatic_launch.h"
 
@@ -60,7 +68,21 @@ __device__ void combine_splits(const PagedAttentionParams& p, int r, int64_t h, 
   }
 }
 
-template <int D, int GMAX>
+// Lane `lig`'s eight elements of key t (Q variant, packed as kv_quant.cuh says): the key's
+// block's byte offset is chunk_base[t], its precision and token in block packed in
+// chunk_meta[t]. Returns the precision code.
+template <int D>
+__device__ __forceinline__ int load_key_q(const uint8_t* arena, const int64_t* chunk_base, const int* chunk_meta,
+                                          int t, int kvh, int hkv, int bs, int lig, uint4& packed) {
+  const int meta = chunk_meta[t];
+  const int code = meta >> 16, tok = meta & 0xffff;
+  const uint8_t* block = arena + chunk_base[t];
+  packed = kv_load8(code, block + kv_codes_offset(code, bs, D, kvh, tok),
+                    block + kv_scales_offset(code, hkv, bs, D, kvh, tok), lig);
+  return code;
+}
+
+template <int D, int GMAX, bool Q>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(const PagedAttentionParams p) {
   constexpr int TPT = D / 8;
@@ -69,7 +91,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float scores[GMAX][kChunk];
   __shared__ float head_m[GMAX], head_l[GMAX], head_alpha[GMAX];
   __shared__ float red[NGROUP][GMAX][D];
-  __shared__ int64_t chunk_rows[kChunk];  // cache row (block, kv head, slot) of each key
+  // Per key: the cache row (block, kv head, token) of a bf16 cache; the Q variant's block
+  // byte offset, and its precision code << 16 | token in block.
+  __shared__ int64_t chunk_rows[kChunk];
+  __shared__ int chunk_meta[Q ? kChunk : 1];
 
   wait_for_prior_grid();
   allow_next_grid();
@@ -80,7 +105,8 @@ __global__ void __launch_bounds__(kThreads)
   const int G = static_cast<int>(p.num_heads / p.num_kv_heads);
   const int64_t tok = p.rows ? p.rows[r] : r;
   const int ctx = p.row_ctx[r];
-  const int per = (ctx + num_splits - 1) / num_splits;
+  int per = (ctx + num_splits - 1) / num_splits;
+  if constexpr (Q) per = (per + 3) / 4 * 4;
   const int begin = min(ctx, split * per);
   const int end = min(ctx, begin + per);
   const int group = threadIdx.x / TPT;
@@ -90,6 +116,8 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* table = p.block_tables + p.row_seq[r] * p.max_blocks_per_seq;
   const int bs = static_cast<int>(p.block_size);
   const int64_t hkv = p.num_kv_heads;
+  const auto* k_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.k);
+  const auto* v_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.v);
 
   float q[GMAX][8];
 #pragma unroll
@@ -116,23 +144,39 @@ __global__ void __launch_bounds__(kThreads)
     // The chunk's cache rows first, so the loads below do not wait on the block table.
     for (int t = threadIdx.x; t < n; t += kThreads) {
       const int pos = c0 + t;
-      chunk_rows[t] = (static_cast<int64_t>(table[pos / bs]) * hkv + kvh) * bs + pos % bs;
+      if constexpr (Q) {
+        const int32_t entry = table[pos / bs];
+        chunk_rows[t] = static_cast<int64_t>(kv_entry_slot(entry)) * p.cache.slot_bytes;
+        chunk_meta[t] = kv_entry_code(entry) << 16 | pos % bs;
+      } else {
+        chunk_rows[t] = (static_cast<int64_t>(table[pos / bs]) * hkv + kvh) * bs + pos % bs;
+      }
     }
     __syncthreads();
     // Scores: kUnroll keys per lane group in flight at once; every lane runs the same trip
     // count so the group shuffles stay converged.
     for (int tb = 0; tb < n; tb += NGROUP * kUnroll) {
-      Bf16x8 kraw[kUnroll];
+      Bf16x8 kraw[kUnroll];  // bf16, or (Q) codes and scale packed as kv_quant.cuh says
+      int kcode[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP + group;
-        kraw[u] = t < n ? load_bf16x8_raw(p.k_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        if constexpr (Q) {
+          uint4 packed{0, 0, 0, 0};
+          kcode[u] = t < n ? load_key_q<D>(p.cache.k, chunk_rows, chunk_meta, t, kvh, static_cast<int>(hkv), bs,
+                                          lig, packed)
+                            : kKvBf16;
+          kraw[u] = *reinterpret_cast<const Bf16x8*>(&packed);
+        } else {
+          kraw[u] = t < n ? load_bf16x8_raw(k_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP + group;
         float k[8];
-        unpack_bf16x8(kraw[u], k);
+        if constexpr (Q) kv_dequant8(kcode[u], *reinterpret_cast<const uint4*>(&kraw[u]), k);
+        else unpack_bf16x8(kraw[u], k);
 #pragma unroll
         for (int g = 0; g < GMAX; ++g) {
           if (g < G) {
@@ -177,18 +221,28 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     for (int tb = group; tb < n; tb += NGROUP * kUnroll) {
-      Bf16x8 vraw[kUnroll];
+      Bf16x8 vraw[kUnroll];  // bf16, or (Q) codes and scale packed as kv_quant.cuh says
+      int vcode[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP;
-        vraw[u] = t < n ? load_bf16x8_raw(p.v_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        if constexpr (Q) {
+          uint4 packed{0, 0, 0, 0};
+          vcode[u] = t < n ? load_key_q<D>(p.cache.v, chunk_rows, chunk_meta, t, kvh, static_cast<int>(hkv), bs,
+                                          lig, packed)
+                            : kKvBf16;
+          vraw[u] = *reinterpret_cast<const Bf16x8*>(&packed);
+        } else {
+          vraw[u] = t < n ? load_bf16x8_raw(v_cache + chunk_rows[t] * D + lig * 8) : Bf16x8{};
+        }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int t = tb + u * NGROUP;
         if (t >= n) break;
         float v[8];
-        unpack_bf16x8(vraw[u], v);
+        if constexpr (Q) kv_dequant8(vcode[u], *reinterpret_cast<const uint4*>(&vraw[u]), v);
+        else unpack_bf16x8(vraw[u], v);
 #pragma unroll
         for (int g = 0; g < GMAX; ++g) {
           if (g < G) {
@@ -279,8 +333,12 @@ template <int D, int GMAX>
 void launch(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_rows),
                   static_cast<unsigned>(p.num_splits));
-  launch_programmatic(paged_attention_kernel<D, GMAX>, grid, dim3(kThreads), 0, stream,
-                      "paged_attention_kernel", p);
+  if (p.cache.quantized)
+    launch_programmatic(paged_attention_kernel<D, GMAX, true>, grid, dim3(kThreads), 0, stream,
+                        "paged_attention_kernel", p);
+  else
+    launch_programmatic(paged_attention_kernel<D, GMAX, false>, grid, dim3(kThreads), 0, stream,
+                        "paged_attention_kernel", p);
 }
 
 template <int D>
@@ -313,6 +371,8 @@ void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(p.q_row_stride % 8 == 0 && p.out_row_stride % 8 == 0,
                        "row strides {} {} must keep 16-byte alignment", p.q_row_stride,
                        p.out_row_stride);
+  OPTIMATE_SHAPE_CHECK(p.block_size > 0 && p.block_size <= 0xffff, "block_size {}", p.block_size);
+  check_kv_arena(p.cache, p.num_kv_heads, p.block_size, p.head_dim);
   if (p.num_rows == 0) return;
   const int64_t group = p.num_heads / p.num_kv_heads;
   if (resolve_decode_kernel(p.kernel, p.num_heads, p.num_kv_heads, p.block_size) ==

@@ -12,6 +12,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kv_block.h"
+
 namespace optimate::cuda {
 
 enum class DecodeAttentionKernel {
@@ -23,12 +25,11 @@ enum class DecodeAttentionKernel {
 struct PagedAttentionParams {
   const __nv_bfloat16* q = nullptr;  // token row t's heads at q + t * q_row_stride, [num_heads, head_dim]
   int64_t q_row_stride = 0;
-  const __nv_bfloat16* k_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
-  const __nv_bfloat16* v_cache = nullptr;  // same
+  KvArena cache;  // one layer's K and V blocks (kv_block.h); read only
   const int32_t* rows = nullptr;     // [num_rows] token row of each attention row; null = r itself
   const int32_t* row_seq = nullptr;  // [num_rows] row of block_tables the row reads
   const int32_t* row_ctx = nullptr;  // [num_rows] keys attended: positions [0, ctx); 0 = padding
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq] entries (code << 28 | slot)
   int64_t max_blocks_per_seq = 0;
   __nv_bfloat16* out = nullptr;  // token row t's heads at out + t * out_row_stride
   int64_t out_row_stride = 0;

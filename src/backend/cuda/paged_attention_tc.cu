@@ -20,6 +20,11 @@
 //   operand straight from S's accumulators (FlashAttention-2). Lane (g, c) ends holding head
 //   dims 64 h + 16 c .. + 15 of query head g.
 //
+// A cache that may hold quantized blocks takes the Q variant: a chunk's 16 keys lie in one
+// cache block, so its precision is warp-uniform; the chunk's codes and scales are loaded in
+// place of the bf16 values (8 or 4 bytes where bf16 takes 16) and turned into the same bf16
+// fragments just before the mma (kv_quant.cuh). The bf16-only variant has no branch.
+//
 // The softmax works in base 2 (scores scaled by scale * log2 e); row sums stay per lane until
 // the end. Partials for split-K go to the workspace in paged_attention.h's layout (max in
 // natural-log units), and the last warp of a (row, kv head) combines them.
@@ -27,6 +32,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/programmatic_launch.h"
 
 namespace optimate::cuda {
@@ -53,8 +59,10 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 
 template <int D>
 struct Chunk {
+  // bf16, or (Q variant) codes and scales packed as kv_quant.cuh says: no more registers.
   uint4 k[2][D / 32];  // keys g and 8 + g, dims 32 s + 8 c .. + 7
   uint4 v[4][D / 64];  // keys 2c, 2c + 1, 2c + 8, 2c + 9, dims 64 h + 8 g .. + 7
+  int code;            // Q variant: the block's precision
 };
 
 // The cache's block ids for 32 consecutive blocks of the sequence, one per lane, refreshed as
@@ -76,47 +84,89 @@ struct TableWindow {
 
 // Issues the loads of the 16 keys at c0 (a multiple of 16 inside one cache block); keys at or
 // past `end` read key end - 1 instead and are masked later.
-template <int D>
+template <int D, bool Q>
 __device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionParams& p,
                                            TableWindow& tw, int c0, int end, int kvh, int g, int c,
                                            int lane) {
   const int bs = static_cast<int>(p.block_size);
   const int block = c0 / bs;
   const int32_t id = tw.block_of(block, lane);
-  const int64_t base = (static_cast<int64_t>(id) * p.num_kv_heads + kvh) * bs + (c0 - block * bs);
-  const int last = end - 1 - c0;  // keys past it repeat it
-  auto row = [&](int t) { return base + min(t, last); };
+  if constexpr (!Q) {
+    const int64_t base = (static_cast<int64_t>(id) * p.num_kv_heads + kvh) * bs + (c0 - block * bs);
+    const int last = end - 1 - c0;  // keys past it repeat it
+    auto row = [&](int t) { return base + min(t, last); };
+    const auto* k_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.k);
+    const auto* v_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.v);
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const __nv_bfloat16* src = p.k_cache + row(nt * 8 + g) * D + 8 * c;
+    for (int nt = 0; nt < 2; ++nt) {
+      const __nv_bfloat16* src = k_cache + row(nt * 8 + g) * D + 8 * c;
 #pragma unroll
-    for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = load_16_bytes(src + 32 * s);
-  }
-  const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+      for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = load_16_bytes(src + 32 * s);
+    }
+    const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat16* src = p.v_cache + row(keys[i]) * D + 8 * g;
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat16* src = v_cache + row(keys[i]) * D + 8 * g;
 #pragma unroll
-    for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load_16_bytes(src + 64 * h);
+      for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load_16_bytes(src + 64 * h);
+    }
+  } else {
+    const int code = kv_entry_code(id);  // warp-uniform: one block's keys
+    ch.code = code;
+    const int64_t block_offset = static_cast<int64_t>(kv_entry_slot(id)) * p.cache.slot_bytes;
+    const uint8_t* kb = p.cache.k + block_offset;
+    const uint8_t* vb = p.cache.v + block_offset;
+    const int hkv = static_cast<int>(p.num_kv_heads), tok0 = c0 - block * bs;
+    const int last = end - 1 - c0;  // keys past it repeat it
+    auto codes = [&](int t) { return kv_codes_offset(code, bs, D, kvh, tok0 + min(t, last)); };
+    auto scales = [&](int t) { return kv_scales_offset(code, hkv, bs, D, kvh, tok0 + min(t, last)); };
+    // Lane (g, c)'s 8 elements of k-step pair s start at element 32 s + 8 c (piece 4 s + c);
+    // of v tile h at element 64 h + 8 g (piece 8 h + g).
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = kv_load8(code, kb + codes(nt * 8 + g), kb + scales(nt * 8 + g), 4 * s + c);
+    const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) ch.v[i][h] = kv_load8(code, vb + codes(keys[i]), vb + scales(keys[i]), 8 * h + g);
   }
 }
+
+// A chunk's bf16 fragments: as loaded (bf16 blocks), or dequantized from its codes one
+// fragment at a time as the mma loop reaches it, so the whole dequantized chunk never needs
+// registers at once (Q variant).
+template <int D>
+struct LoadedFragments {
+  const Chunk<D>& ch;
+  __device__ __forceinline__ uint4 k(int nt, int s) const { return ch.k[nt][s]; }
+  __device__ __forceinline__ uint4 v(int i, int h) const { return ch.v[i][h]; }
+};
+
+template <int D>
+struct DequantizedFragments {
+  const Chunk<D>& ch;
+  __device__ __forceinline__ uint4 k(int nt, int s) const { return kv_dequant8_bf16(ch.code, ch.k[nt][s]); }
+  __device__ __forceinline__ uint4 v(int i, int h) const { return kv_dequant8_bf16(ch.code, ch.v[i][h]); }
+};
 
 struct RowState {
   float m = -INFINITY;  // running max of row g, base-2 units
   float l = 0.0f;       // this lane's share of the row sum
 };
 
-template <int D>
-__device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32],
-                                              float (&o)[D / 8][2], RowState& st, int c0, int end,
-                                              float scale_log2, int c) {
+template <int D, typename Fragments>
+__device__ __forceinline__ void compute_keys(const Fragments& f, const uint4 (&q)[D / 32], float (&o)[D / 8][2],
+                                             RowState& st, int c0, int end, float scale_log2, int c) {
   float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
     for (int ks = 0; ks < D / 32; ++ks) {
-      mma_rows_lo(s[nt], q[ks].x, q[ks].y, ch.k[nt][ks].x, ch.k[nt][ks].y);
-      mma_rows_lo(s[nt], q[ks].z, q[ks].w, ch.k[nt][ks].z, ch.k[nt][ks].w);
+      const uint4 kf = f.k(nt, ks);
+      mma_rows_lo(s[nt], q[ks].x, q[ks].y, kf.x, kf.y);
+      mma_rows_lo(s[nt], q[ks].z, q[ks].w, kf.z, kf.w);
     }
   }
   float mx = -INFINITY;
@@ -151,13 +201,32 @@ __device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&
   const uint32_t a0 = pack_bf16(pr[0][0], pr[0][1]);  // keys 2c, 2c + 1
   const uint32_t a2 = pack_bf16(pr[1][0], pr[1][1]);  // keys 2c + 8, 2c + 9
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    const int h = j / 8, w = (j % 8) / 2;
-    const uint32_t sel = (j % 2) ? 0x7632u : 0x5410u;  // high or low bf16 of each key's word
-    const uint32_t b0 = __byte_perm(word(ch.v[0][h], w), word(ch.v[1][h], w), sel);
-    const uint32_t b1 = __byte_perm(word(ch.v[2][h], w), word(ch.v[3][h], w), sel);
-    mma_rows_lo(o[j], a0, a2, b0, b1);
+  for (int h = 0; h < D / 64; ++h) {
+    uint4 vf[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) vf[i] = f.v(i, h);
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * h + jj, w = jj / 2;
+      const uint32_t sel = (jj % 2) ? 0x7632u : 0x5410u;  // high or low bf16 of each key's word
+      const uint32_t b0 = __byte_perm(word(vf[0], w), word(vf[1], w), sel);
+      const uint32_t b1 = __byte_perm(word(vf[2], w), word(vf[3], w), sel);
+      mma_rows_lo(o[j], a0, a2, b0, b1);
+    }
   }
+}
+
+template <int D, bool Q>
+__device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32],
+                                              float (&o)[D / 8][2], RowState& st, int c0, int end,
+                                              float scale_log2, int c) {
+  if constexpr (Q) {
+    if (ch.code != kKvBf16) {
+      compute_keys<D>(DequantizedFragments<D>{ch}, q, o, st, c0, end, scale_log2, c);
+      return;
+    }
+  }
+  compute_keys<D>(LoadedFragments<D>{ch}, q, o, st, c0, end, scale_log2, c);
 }
 
 // Output of the G heads of (row r, kv head kvh) from the first `splits` partials: every lane
@@ -216,7 +285,7 @@ __device__ void combine_splits_warp(const PagedAttentionParams& p, int r, int kv
   }
 }
 
-template <int D>
+template <int D, bool Q>
 __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAttentionParams p) {
   constexpr int KS = D / 32;
   constexpr int NT = D / 8;
@@ -242,7 +311,7 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   // out while the kernel before (which writes the last key and q) is still running.
   Chunk<D> a, b;
   const bool early = p.prior_keys_stable && begin < end && begin + kChunk < ctx;
-  if (early) load_chunk(a, p, tw, begin, end, kvh, g, c, lane);
+  if (early) load_chunk<D, Q>(a, p, tw, begin, end, kvh, g, c, lane);
   wait_for_prior_grid();
   allow_next_grid();
   uint4 q[KS];
@@ -255,13 +324,13 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   RowState st;
   const float scale_log2 = p.scale * 1.4426950408889634f;
 
-  if (!early && begin < end) load_chunk(a, p, tw, begin, end, kvh, g, c, lane);
+  if (!early && begin < end) load_chunk<D, Q>(a, p, tw, begin, end, kvh, g, c, lane);
   for (int c0 = begin; c0 < end; c0 += 2 * kChunk) {
     const bool second = c0 + kChunk < end;
-    if (second) load_chunk(b, p, tw, c0 + kChunk, end, kvh, g, c, lane);
-    compute_chunk(a, q, o, st, c0, end, scale_log2, c);
-    if (c0 + 2 * kChunk < end) load_chunk(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
-    if (second) compute_chunk(b, q, o, st, c0 + kChunk, end, scale_log2, c);
+    if (second) load_chunk<D, Q>(b, p, tw, c0 + kChunk, end, kvh, g, c, lane);
+    compute_chunk<D, Q>(a, q, o, st, c0, end, scale_log2, c);
+    if (c0 + 2 * kChunk < end) load_chunk<D, Q>(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
+    if (second) compute_chunk<D, Q>(b, q, o, st, c0 + kChunk, end, scale_log2, c);
   }
   const float l = group_sum<4>(st.l);
 
@@ -320,12 +389,11 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
 void paged_attention_tensor_cores(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_rows),
                   static_cast<unsigned>(p.num_splits));
-  if (p.head_dim == 64)
-    launch_programmatic(paged_attention_tc_kernel<64>, grid, dim3(32), 0, stream,
-                        "paged_attention_tc_kernel", p);
-  else
-    launch_programmatic(paged_attention_tc_kernel<128>, grid, dim3(32), 0, stream,
-                        "paged_attention_tc_kernel", p);
+  auto kernel = p.head_dim == 64 ? (p.cache.quantized ? paged_attention_tc_kernel<64, true>
+                                                        : paged_attention_tc_kernel<64, false>)
+                                  : (p.cache.quantized ? paged_attention_tc_kernel<128, true>
+                                                       : paged_attention_tc_kernel<128, false>);
+  launch_programmatic(kernel, grid, dim3(32), 0, stream, "paged_attention_tc_kernel", p);
 }
 
 }  // namespace optimate::cuda

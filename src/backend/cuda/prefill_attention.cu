@@ -16,15 +16,21 @@
 // columns 2c, 2c + 1 and 2c + 8, 2c + 9; B holds k rows 2c, 2c + 1, 2c + 8, 2c + 9 of column
 // g; C holds rows g and g + 8, columns 2c and 2c + 1.
 //
-// Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; caches [num_blocks,
-// num_kv_heads, block_size, head_dim]; tiles [num_tiles, 4] int32 (see the header).
+// A cache that may hold quantized blocks takes the Q variant: cp.async copies each key row's
+// codes (bf16, fp8, int8 or int4: its block's precision) and scales into a raw stage while the
+// warps compute on the single bf16 stage; after the tile, the block turns the raw stage into the
+// bf16 stage (kv_quant.cuh) and computes on. Same shared memory as the bf16 kernel's two stages.
+//
+// Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; cache blocks per kv_block.h;
+// tiles [num_tiles, 4] int32 (see the header).
 // Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (the Q tile and two
-// K/V stages; two blocks fit an SM). Blocks take the tiles last to first: with one long prompt
+// K/V stages, or one and the raw stage; two blocks fit an SM). Blocks take the tiles last to first: with one long prompt
 // the late tiles carry the most keys, and starting them first shortens the tail.
 #include "backend/cuda/prefill_attention.h"
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kv_quant.cuh"
 
 namespace optimate::cuda {
 namespace {
@@ -36,12 +42,17 @@ constexpr int kWarpRows = 16 * kMTiles;
 constexpr int kBk = 64;
 static_assert(kPrefillTileRows == kWarpRows * kWarps, "the warps' rows make up the tile");
 
-template <int D>
+template <int D, bool Q>
 struct Smem {
   static constexpr int kLd = D + 8;  // bf16; the pad puts the 8 rows of an ldmatrix on all banks
   static constexpr size_t kTile = sizeof(__nv_bfloat16) * kBk * kLd;
   static constexpr size_t kQ = sizeof(__nv_bfloat16) * kPrefillTileRows * kLd;
-  static constexpr size_t kBytes = kQ + 2 * 2 * kTile;  // Q, then {K, V} x two stages
+  static constexpr int kStages = Q ? 1 : 2;
+  // Q variant's raw stage: K codes [kBk][2 D] bytes (room for a bf16 row), V codes, then K and
+  // V scales [kBk][8] bytes (the most a row has: two int4 groups at head_dim 128).
+  static constexpr size_t kRawRow = 2 * D, kRawScales = 8;
+  static constexpr size_t kRaw = Q ? 2 * kBk * (kRawRow + kRawScales) : 0;
+  static constexpr size_t kBytes = kQ + kStages * 2 * kTile + kRaw;  // Q, {K, V} stages, raw
 };
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -75,6 +86,14 @@ __device__ __forceinline__ void cp_async16(__nv_bfloat16* dst, const __nv_bfloat
                "r"(valid ? 16 : 0));
 }
 
+__device__ __forceinline__ void cp_async16_bytes(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+
+__device__ __forceinline__ void cp_async4_bytes(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 
 template <int N>
@@ -92,13 +111,71 @@ __device__ __forceinline__ void load_tile(const PrefillAttentionParams& p, const
   constexpr int kRowsPerPass = kThreads / kPieces;  // rows one pass of the block covers
   const int bs = static_cast<int>(p.block_size);
   const int piece = threadIdx.x % kPieces;
+  const auto* k_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.k);
+  const auto* v_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.v);
 #pragma unroll
   for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
     const int pos = kt + j;
     const bool valid = pos < kv_end;
     const int64_t row = valid ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : 0;
-    cp_async16(sK + j * Smem<D>::kLd + piece * 8, p.k_cache + row * D + piece * 8, valid);
-    cp_async16(sV + j * Smem<D>::kLd + piece * 8, p.v_cache + row * D + piece * 8, valid);
+    cp_async16(sK + j * Smem<D, false>::kLd + piece * 8, k_cache + row * D + piece * 8, valid);
+    cp_async16(sV + j * Smem<D, false>::kLd + piece * 8, v_cache + row * D + piece * 8, valid);
+  }
+}
+
+// Q variant: issues the copies of the codes and scales of the 64 key rows from kt, at their
+// blocks' precisions, into the raw stage (rows past kv_end are not copied).
+template <int D>
+__device__ __forceinline__ void load_raw_tile(const PrefillAttentionParams& p, const int32_t* table,
+                                              int kvh, int kt, int kv_end, uint8_t* raw) {
+  using S = Smem<D, true>;
+  constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
+  constexpr int kRowsPerPass = kThreads / kPieces;
+  const int bs = static_cast<int>(p.block_size), hkv = static_cast<int>(p.num_kv_heads);
+  const int piece = threadIdx.x % kPieces;
+#pragma unroll
+  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+    const int pos = kt + j;
+    if (pos >= kv_end) continue;
+    const int32_t entry = table[pos / bs];
+    const int code = kv_entry_code(entry), tok = pos % bs;
+    const int64_t block = static_cast<int64_t>(kv_entry_slot(entry)) * p.cache.slot_bytes;
+    if (piece < kv_row_bytes(code, D) / 16) {
+      const int64_t at = block + kv_codes_offset(code, bs, D, kvh, tok) + 16 * piece;
+      cp_async16_bytes(raw + j * S::kRawRow + 16 * piece, p.cache.k + at);
+      cp_async16_bytes(raw + (kBk + j) * S::kRawRow + 16 * piece, p.cache.v + at);
+    }
+    if (piece < kv_scale_bytes(code, D) / 4) {
+      const int64_t at = block + kv_scales_offset(code, hkv, bs, D, kvh, tok) + 4 * piece;
+      uint8_t* scales = raw + 2 * kBk * S::kRawRow;
+      cp_async4_bytes(scales + j * S::kRawScales + 4 * piece, p.cache.k + at);
+      cp_async4_bytes(scales + (kBk + j) * S::kRawScales + 4 * piece, p.cache.v + at);
+    }
+  }
+}
+
+// Q variant: the raw stage (landed) into the bf16 stage; rows past kv_end become zeros.
+template <int D>
+__device__ __forceinline__ void convert_raw_tile(const PrefillAttentionParams& p, const int32_t* table,
+                                                 int kt, int kv_end, const uint8_t* raw, __nv_bfloat16* sK,
+                                                 __nv_bfloat16* sV) {
+  using S = Smem<D, true>;
+  constexpr int kPieces = D / 8;
+  constexpr int kRowsPerPass = kThreads / kPieces;
+  const int bs = static_cast<int>(p.block_size);
+  const int piece = threadIdx.x % kPieces;
+  const uint8_t* scales = raw + 2 * kBk * S::kRawRow;
+#pragma unroll
+  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+    const int pos = kt + j;
+    uint4 k = {0, 0, 0, 0}, v = {0, 0, 0, 0};
+    if (pos < kv_end) {
+      const int code = kv_entry_code(table[pos / bs]);
+      k = kv_dequant8_bf16(code, kv_load8(code, raw + j * S::kRawRow, scales + j * S::kRawScales, piece));
+      v = kv_dequant8_bf16(code, kv_load8(code, raw + (kBk + j) * S::kRawRow, scales + (kBk + j) * S::kRawScales, piece));
+    }
+    *reinterpret_cast<uint4*>(sK + j * S::kLd + piece * 8) = k;
+    *reinterpret_cast<uint4*>(sV + j * S::kLd + piece * 8) = v;
   }
 }
 
@@ -112,7 +189,7 @@ __device__ __forceinline__ void load_q(const PrefillAttentionParams& p, int64_t 
   for (int j = threadIdx.x / kPieces; j < kPrefillTileRows; j += kThreads / kPieces) {
     const bool valid = j < nq;
     const __nv_bfloat16* src = p.q + (valid ? (tok0 + j) * p.q_row_stride + h * D : 0) + piece * 8;
-    cp_async16(sQ + j * Smem<D>::kLd + piece * 8, src, valid);
+    cp_async16(sQ + j * Smem<D, false>::kLd + piece * 8, src, valid);
   }
 }
 
@@ -166,9 +243,9 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBk / 8][4], float (&o
   }
 }
 
-template <int D>
+template <int D, bool Q>
 __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const PrefillAttentionParams p) {
-  using S = Smem<D>;
+  using S = Smem<D, Q>;
   constexpr int KD = D / 16;   // k-steps over head_dim
   constexpr int ND = D / 8;    // 8-wide column tiles of the output
   constexpr int NK = kBk / 8;  // 8-wide column tiles of S
@@ -178,6 +255,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   auto* stage_base = reinterpret_cast<__nv_bfloat16*>(smem + S::kQ);
   auto sK = [&](int st) { return stage_base + (2 * st) * (S::kTile / 2); };
   auto sV = [&](int st) { return stage_base + (2 * st + 1) * (S::kTile / 2); };
+  uint8_t* raw = smem + S::kQ + S::kStages * 2 * S::kTile;  // Q variant only
 
   const int h = blockIdx.x;
   const int* tile = p.tiles + 4 * (p.num_tiles - 1 - blockIdx.y);
@@ -191,10 +269,22 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   const int g = lane / 4, c = lane % 4;
   const int kv_end = pos0 + nq;  // keys [0, kv_end)
   const int num_kt = (kv_end + kBk - 1) / kBk;
+  // Read once here: left in the epilogue, they were re-read through the parameter block for
+  // every store.
+  __nv_bfloat16* const out = p.out;
+  const int64_t out_stride = p.out_row_stride;
 
   load_q<D>(p, tok0, nq, h, sQ);
-  load_tile<D>(p, table, kvh, 0, kv_end, sK(0), sV(0));
-  cp_async_commit();
+  if constexpr (Q) {
+    load_raw_tile<D>(p, table, kvh, 0, kv_end, raw);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    convert_raw_tile<D>(p, table, 0, kv_end, raw, sK(0), sV(0));
+  } else {
+    load_tile<D>(p, table, kvh, 0, kv_end, sK(0), sV(0));
+    cp_async_commit();
+  }
 
   // This warp's rows within the tile: m-tile mt holds rows w0 + 16 mt + {g, g + 8}.
   const int w0 = warp * kWarpRows;
@@ -211,72 +301,87 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   // ldmatrix row addresses of this lane within a tile: matrix i / 8, row i % 8.
   const int lm = lane / 8, lr = lane % 8;
 
-  for (int it = 0; it < num_kt; ++it) {
-    const int kt = it * kBk;
-    const int st = it % 2;
-    if (it + 1 < num_kt) {
-      load_tile<D>(p, table, kvh, kt + kBk, kv_end, sK(st ^ 1), sV(st ^ 1));
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // this stage's copies (and the Q tile) are visible to every warp
+  // The key tile at kt, from the stage tK / tV, into this warp's rows.
+  auto attend = [&](const __nv_bfloat16* tK, const __nv_bfloat16* tV, int kt) {
     // A key tile that starts after this warp's last row is masked out whole.
-    if (has_rows && kt <= pos0 + w0 + kWarpRows - 1) {
-      const __nv_bfloat16* tK = sK(st);
-      const __nv_bfloat16* tV = sV(st);
-      // S = Q K^T: the warp's two m-tiles by the tile's 64 keys. Per pair of k-steps, one
-      // ldmatrix.x4 per m-tile and k-step gives Q's A fragment; one ldmatrix.x4 per 8 keys gives
-      // K's B fragments of both k-steps (matrices: dims +0, +8, +16, +24), used by both m-tiles.
-      float s[MT][NK][4];
+    if (!has_rows || kt > pos0 + w0 + kWarpRows - 1) return;
+    // S = Q K^T: the warp's two m-tiles by the tile's 64 keys. Per pair of k-steps, one
+    // ldmatrix.x4 per m-tile and k-step gives Q's A fragment; one ldmatrix.x4 per 8 keys gives
+    // K's B fragments of both k-steps (matrices: dims +0, +8, +16, +24), used by both m-tiles.
+    float s[MT][NK][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < NK; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < KD; k += 2) {
+      uint32_t qa[MT][2][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int n = 0; n < NK; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+        for (int j = 0; j < 2; ++j)
+          ldmatrix_x4(qa[mt][j], sQ + (w0 + 16 * mt + (lm % 2) * 8 + lr) * S::kLd + (k + j) * 16 + (lm / 2) * 8);
 #pragma unroll
-      for (int k = 0; k < KD; k += 2) {
-        uint32_t qa[MT][2][4];
+      for (int n = 0; n < NK; ++n) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tK + (n * 8 + lr) * S::kLd + k * 16 + lm * 8);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int j = 0; j < 2; ++j)
-            ldmatrix_x4(qa[mt][j], sQ + (w0 + 16 * mt + (lm % 2) * 8 + lr) * S::kLd + (k + j) * 16 + (lm / 2) * 8);
-#pragma unroll
-        for (int n = 0; n < NK; ++n) {
-          uint32_t b[4];
-          ldmatrix_x4(b, tK + (n * 8 + lr) * S::kLd + k * 16 + lm * 8);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_bf16(s[mt][n], qa[mt][0], b[0], b[1]);
-            mma_bf16(s[mt][n], qa[mt][1], b[2], b[3]);
-          }
-        }
-      }
-      uint32_t pf[MT][kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int first = pos0 + w0 + 16 * mt;  // position of the m-tile's first row
-        online_softmax<ND>(s[mt], o[mt], pf[mt], m[mt], l[mt], kt + kBk - 1 > first, kt, first + g,
-                           first + g + 8, c, scale_log2);
-      }
-      // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
-      // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8), used by both m-tiles.
-#pragma unroll
-      for (int k = 0; k < kBk / 16; ++k) {
-#pragma unroll
-        for (int n = 0; n < ND; n += 2) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, tV + (k * 16 + (lm % 2) * 8 + lr) * S::kLd + n * 8 + (lm / 2) * 8);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_bf16(o[mt][n], pf[mt][k], b[0], b[1]);
-            mma_bf16(o[mt][n + 1], pf[mt][k], b[2], b[3]);
-          }
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(s[mt][n], qa[mt][0], b[0], b[1]);
+          mma_bf16(s[mt][n], qa[mt][1], b[2], b[3]);
         }
       }
     }
-    __syncthreads();  // every warp is done with this stage before it is refilled
+    uint32_t pf[MT][kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int first = pos0 + w0 + 16 * mt;  // position of the m-tile's first row
+      online_softmax<ND>(s[mt], o[mt], pf[mt], m[mt], l[mt], kt + kBk - 1 > first, kt, first + g,
+                         first + g + 8, c, scale_log2);
+    }
+    // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
+    // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8), used by both m-tiles.
+#pragma unroll
+    for (int k = 0; k < kBk / 16; ++k) {
+#pragma unroll
+      for (int n = 0; n < ND; n += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, tV + (k * 16 + (lm % 2) * 8 + lr) * S::kLd + n * 8 + (lm / 2) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(o[mt][n], pf[mt][k], b[0], b[1]);
+          mma_bf16(o[mt][n + 1], pf[mt][k], b[2], b[3]);
+        }
+      }
+    }
+  };
+
+  for (int it = 0; it < num_kt; ++it) {
+    const int kt = it * kBk;
+    if constexpr (Q) {
+      const bool next = it + 1 < num_kt;
+      __syncthreads();  // the stage's conversion is visible to every warp; the raw stage is free
+      if (next) {
+        load_raw_tile<D>(p, table, kvh, kt + kBk, kv_end, raw);
+        cp_async_commit();
+      }
+      attend(sK(0), sV(0), kt);
+      if (next) cp_async_wait<0>();
+      __syncthreads();  // every warp is done with the stage; the raw stage has landed
+      if (next) convert_raw_tile<D>(p, table, kt + kBk, kv_end, raw, sK(0), sV(0));
+    } else {
+      const int st = it % 2;
+      if (it + 1 < num_kt) {
+        load_tile<D>(p, table, kvh, kt + kBk, kv_end, sK(st ^ 1), sV(st ^ 1));
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // this stage's copies (and the Q tile) are visible to every warp
+      attend(sK(st), sV(st), kt);
+      __syncthreads();  // every warp is done with this stage before it is refilled
+    }
   }
 
 #pragma unroll
@@ -289,20 +394,21 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
     for (int n = 0; n < ND; ++n) {
       const int col = h * D + n * 8 + 2 * c;
       if (r0 < nq)
-        *reinterpret_cast<uint32_t*>(p.out + (tok0 + r0) * p.out_row_stride + col) =
+        *reinterpret_cast<uint32_t*>(out + (tok0 + r0) * out_stride + col) =
             pack_bf16(o[mt][n][0] * inv0, o[mt][n][1] * inv0);
       if (r1 < nq)
-        *reinterpret_cast<uint32_t*>(p.out + (tok0 + r1) * p.out_row_stride + col) =
+        *reinterpret_cast<uint32_t*>(out + (tok0 + r1) * out_stride + col) =
             pack_bf16(o[mt][n][2] * inv1, o[mt][n][3] * inv1);
     }
   }
 }
 
-template <int D>
+template <int D, bool Q>
 void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t bytes = Smem<D>::kBytes;
-  // Two K/V stages and the Q tile: 104 KB at head_dim 128, past what GPUs before Hopper (and
-  // consumer parts) give one block. Checked and granted once per kernel instance.
+  constexpr size_t bytes = Smem<D, Q>::kBytes;
+  // Two K/V stages (or one and the raw stage) and the Q tile: about 100 KB at head_dim 128,
+  // past what GPUs before Hopper (and consumer parts) give one block. Checked and granted once
+  // per kernel instance.
   static const bool granted = [] {
     int dev = 0, limit = 0;
     OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
@@ -311,14 +417,14 @@ void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
       throw_unsupported(format_braces(
           "prefill attention at head_dim {} needs {} KB of shared memory per block; this GPU allows {} KB",
           D, bytes / 1024, limit / 1024));
-    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, Q>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(bytes)));
     return true;
   }();
   (void)granted;
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tiles));
-  prefill_attention_kernel<D><<<grid, kThreads, bytes, stream>>>(p);
+  prefill_attention_kernel<D, Q><<<grid, kThreads, bytes, stream>>>(p);
   OPTIMATE_CUDA_CHECK_LAUNCH("prefill_attention_kernel");
 }
 
@@ -333,9 +439,11 @@ void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream) {
                        "row strides {} {} must keep 16-byte alignment", p.q_row_stride,
                        p.out_row_stride);
   OPTIMATE_SHAPE_CHECK(p.num_tiles <= 65535, "num_tiles {} exceeds the grid limit", p.num_tiles);
+  OPTIMATE_SHAPE_CHECK(p.block_size > 0, "block_size {}", p.block_size);
+  check_kv_arena(p.cache, p.num_kv_heads, p.block_size, p.head_dim);
   if (p.num_tiles == 0) return;
-  if (p.head_dim == 64) launch<64>(p, stream);
-  else launch<128>(p, stream);
+  if (p.head_dim == 64) p.cache.quantized ? launch<64, true>(p, stream) : launch<64, false>(p, stream);
+  else p.cache.quantized ? launch<128, true>(p, stream) : launch<128, false>(p, stream);
 }
 
 }  // namespace optimate::cuda

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/kv_block.h"
+
 namespace optimate::cuda {
 
 // Query rows are grouped in tiles of up to kPrefillTileRows consecutive tokens of one
@@ -18,10 +20,9 @@ inline constexpr int kPrefillTileRows = 128;
 struct PrefillAttentionParams {
   const __nv_bfloat16* q = nullptr;  // token row t's heads at q + t * q_row_stride
   int64_t q_row_stride = 0;
-  const __nv_bfloat16* k_cache = nullptr;  // [num_blocks, num_kv_heads, block_size, head_dim]
-  const __nv_bfloat16* v_cache = nullptr;
+  KvArena cache;  // one layer's K and V blocks (kv_block.h); read only
   const int32_t* tiles = nullptr;  // [num_tiles, 4]
-  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int32_t* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq] entries
   int64_t max_blocks_per_seq = 0;
   __nv_bfloat16* out = nullptr;  // token row t's heads at out + t * out_row_stride
   int64_t out_row_stride = 0;

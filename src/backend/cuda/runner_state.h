@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kv_block.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/sampling.h"
@@ -30,8 +31,12 @@ struct CudaModelRunner::State {
   cudaStream_t stream = nullptr;
   std::unique_ptr<Gemm> gemm;
 
-  // KV cache: [num_layers, 2 (K, V), num_blocks, num_kv_heads, block_size, head_dim].
-  DeviceBuffer<__nv_bfloat16> kv_cache;
+  // KV cache: [num_layers, 2 (K, V), num_slots, slot_bytes] (kv_block.h).
+  DeviceBuffer<uint8_t> kv_cache;
+  bool kv_quantized = false;           // the layout may hold fp8, int8 or int4 blocks
+  DeviceBuffer<int> kv_row_counters;   // [kGemvMaxRows, 2, num_kv_heads] zeros: the fused QKV GEMV
+  DeviceBuffer<int32_t> requantize_ops;   // [n, 2] (from, to) entries of the latest requantize()
+  DeviceBuffer<uint8_t> requantize_scratch;  // a dynamic cache's blocks on their way back
   DeviceBuffer<float> inv_freq;     // (head_dim / 2)
   // Step metadata: pinned host staging and its device mirror, both layout.total int32.
   int32_t* staging = nullptr;
@@ -59,12 +64,15 @@ struct CudaModelRunner::State {
   // Decode graphs by padded batch size.
   std::map<int64_t, cudaGraphExec_t> graphs;
 
-  __nv_bfloat16* k_cache(int64_t layer) const;
-  __nv_bfloat16* v_cache(int64_t layer) const;
+  KvArena kv_arena(int64_t layer) const;
   int decode_splits(int64_t num_rows, int64_t max_ctx) const;
 
-  // Enqueues the whole forward pass for the step described by `in` (already on the device).
+  // Enqueues the whole forward pass for the step described by `in` (already on the device):
+  // the LM head and argmax over the first min(logits rows, max_num_seqs) rows.
   void enqueue_forward(const StepInputs& in, int num_splits);
+  // The LM head over logits rows [first, first + count) of the step just enqueued (count at
+  // most max_num_seqs), into `logits`.
+  void enqueue_lm_head(int64_t first, int64_t count);
 };
 
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o);
@@ -72,5 +80,12 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
 // Activation bytes for a configuration (the memory plan reserves them before the KV pool).
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
                                 int64_t max_model_len);
+
+// The KV layout options ask for (kv::plan_kv_layout with the runner's bf16); Error for a
+// precision the runner cannot hold.
+kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o);
+
+// Requantize ops per batch of the scratch a dynamic cache keeps.
+inline constexpr int64_t kRequantizeBatchOps = 8;
 
 }  // namespace optimate::cuda

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cuda/kv_block.h"
 #include "backend/cuda/prefill_attention.h"
 #include "core/error.h"
+#include "kv/kv_format.h"
 
 namespace optimate::cuda {
 
@@ -24,8 +26,37 @@ StepLayout::StepLayout(const StepLimits& l) {
   block_tables = take(l.max_num_seqs * l.max_blocks_per_seq);
   max_tiles = l.max_num_tokens / kPrefillTileRows + l.max_num_seqs;
   tiles = take(max_tiles * 4);
-  logits_rows = take(l.max_num_seqs);
+  logits_rows = take(std::max(l.max_num_seqs, l.max_num_tokens));
   total = off;
+}
+
+namespace {
+
+// The entry's block must be a precision the cache holds and lie inside the arena.
+void check_entry(const StepLimits& limits, int64_t seq, int64_t b, int32_t entry) {
+  const int code = kv_entry_code(entry);
+  if (entry < 0 || code > kKvInt4 || limits.kv_block_slots[static_cast<size_t>(code)] == 0)
+    fail(ErrorCode::kInvalidArgument, "forward: slice {} block {} is entry {:#x}, a precision this KV cache "
+         "does not hold", seq, b, static_cast<uint32_t>(entry));
+  const int32_t slot = kv_entry_slot(entry);
+  if (slot + limits.kv_block_slots[static_cast<size_t>(code)] > limits.num_kv_slots)
+    fail(ErrorCode::kInvalidArgument, "forward: slice {} block {} is id {}, outside [0, {})", seq, b, slot,
+         limits.num_kv_slots);
+}
+
+}  // namespace
+
+std::array<int64_t, 4> kv_block_slots(const kv::KvLayout& layout, int64_t num_kv_heads, int64_t block_size,
+                                      int64_t head_dim) {
+  std::array<int64_t, 4> slots{};
+  for (int code = kKvBf16; code <= kKvInt4; ++code) {
+    const kv::KvPrecision p = kv::precision_of_code(code, layout.full);
+    if (!layout.holds(p)) continue;
+    const int64_t n = layout.slots_for(p);
+    if (kv::BlockLayout(p, num_kv_heads, block_size, head_dim).total_bytes <= n * layout.slot_bytes)
+      slots[static_cast<size_t>(code)] = n;
+  }
+  return slots;
 }
 
 bool is_uniform_decode(const ForwardBatch& batch) {
@@ -66,11 +97,8 @@ StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const 
            i, table_len, end_pos, blocks_needed, limits.max_blocks_per_seq);
     int32_t* table = buf + layout.block_tables + i * limits.max_blocks_per_seq;
     for (int64_t b = 0; b < blocks_needed; ++b) {
-      const int32_t id = s.block_table[b];
-      if (id < 0 || id >= limits.num_kv_blocks)
-        fail(ErrorCode::kInvalidArgument, "forward: slice {} block {} is id {}, outside [0, {})", i,
-             b, id, limits.num_kv_blocks);
-      table[b] = id;
+      check_entry(limits, i, b, s.block_table[b]);
+      table[b] = s.block_table[b];
     }
     const bool tiled = n > 1 && limits.tensor_core_prefill;
     for (int64_t j = 0; j < n; ++j, ++t) {
@@ -81,7 +109,9 @@ StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const 
       const int64_t pos = s.start_pos + j;
       buf[layout.token_ids + t] = tok;
       buf[layout.positions + t] = static_cast<int32_t>(pos);
-      buf[layout.slot_mapping + t] = static_cast<int32_t>(table[pos / bs] * bs + pos % bs);
+      const int32_t entry = table[pos / bs];
+      buf[layout.slot_mapping + t] = kv_write_target(kv_entry_code(entry), kv_entry_slot(entry),
+                                                     static_cast<int>(bs), static_cast<int>(pos % bs));
       if (!tiled) {
         buf[layout.rows + in.num_rows] = static_cast<int32_t>(t);
         buf[layout.row_seq + in.num_rows] = static_cast<int32_t>(i);
@@ -98,7 +128,10 @@ StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const 
         tile[3] = static_cast<int32_t>(i);
       }
     }
-    if (s.want_logits) buf[layout.logits_rows + in.num_logits_rows++] = static_cast<int32_t>(t - 1);
+    if (s.all_logits)
+      for (int64_t j = n; j > 0; --j) buf[layout.logits_rows + in.num_logits_rows++] = static_cast<int32_t>(t - j);
+    else if (s.want_logits)
+      buf[layout.logits_rows + in.num_logits_rows++] = static_cast<int32_t>(t - 1);
     in.max_ctx = std::max(in.max_ctx, end_pos);
   }
   in.num_tokens = t;
