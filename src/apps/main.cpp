@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   optimate::apps::add_bench_command(app);
   optimate::apps::add_serve_command(app);
   optimate::apps::add_settings_command(app);
+  optimate::apps::add_perplexity_command(app);
 
   try {
     app.parse(argc, argv);

@@ -139,7 +139,12 @@ EngineParts create_engine_parts(const EngineArgs& args) {
   parts.description = device + " " + std::filesystem::path(args.model).filename().string() +
                       (dummy ? " (dummy weights)" : "");
   const KvCacheShape& kv = parts.runner->kv_shape();
-  spdlog::info("engine on {}: {} KV blocks of {} tokens", parts.description, kv.num_blocks, kv.block_size);
+  const int64_t blocks = kv.num_blocks / kv.layout.slots_for(kv.layout.base);
+  spdlog::info("engine on {}: KV cache of {} {} blocks of {} tokens ({} tokens){}", parts.description,
+               blocks, kv::kv_precision_name(kv.layout.base), kv.block_size, blocks * kv.block_size,
+               kv.layout.dynamic() ? fmt::format(", pages of {} slots for kv_quant down to {}", kv.layout.page_slots,
+                                                 kv::kv_precision_name(*kv.layout.finest))
+                                   : std::string());
   return parts;
 }
 

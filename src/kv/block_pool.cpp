@@ -205,6 +205,7 @@ int32_t BlockPool::requantize(int32_t entry, KvPrecision precision) {
   pages_[page].live_slots -= freed;
   live_slots_ -= freed;
   ++counters_.requantized_blocks;
+  ++counters_.requantized_to[precision];
   return entry_of(slot);
 }
 

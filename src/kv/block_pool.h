@@ -34,6 +34,7 @@ struct BlockPoolCounters {
   int64_t prefix_hits_tokens = 0;     // of those, tokens found cached (prefill skipped)
   int64_t evictions = 0;              // cached blocks reused for new content
   int64_t requantized_blocks = 0;     // full-precision blocks turned quantized in place
+  std::map<KvPrecision, int64_t> requantized_to;  // the same, by the precision they took
 };
 
 class BlockPool {

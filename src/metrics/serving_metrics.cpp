@@ -133,9 +133,15 @@ ServingMetrics::ServingMetrics(Registry& r, std::string model_name, int64_t max_
       kv_total_blocks_(r.gauge("optimate:kv_cache_total_blocks", "KV-cache blocks in the pool.",
                                kModel)
                            .labels(model_label())),
-      kv_blocks_by_precision_(r.gauge("optimate:kv_cache_blocks_by_precision",
+      kv_blocks_by_precision_(r.gauge("optimate:kv_cache_blocks",
                                       "KV-cache blocks in use, per storage precision.",
                                       with(kModel, "precision"))),
+      kv_capacity_tokens_(r.gauge("optimate:kv_cache_capacity_tokens",
+                                  "Tokens the empty KV cache holds at its default precision.", kModel)
+                              .labels(model_label())),
+      optimizer_counters_(r.gauge("optimate:optimizer_counter",
+                                  "An optimizer's own counters and estimates (GET /v1/optimizers has them too).",
+                                  with(with(kModel, "optimizer"), "counter"))),
       kv_requantized_blocks_(r.counter("optimate:kv_requantized_blocks",
                                        "KV-cache blocks converted to another precision.",
                                        with(with(kModel, "from"), "to"))),
@@ -152,9 +158,13 @@ ServingMetrics::ServingMetrics(Registry& r, std::string model_name, int64_t max_
 void ServingMetrics::set_scheduler_state(const SchedulerSnapshot& s) {
   num_requests_running_.set(static_cast<double>(s.num_running));
   num_requests_waiting_.set(static_cast<double>(s.num_waiting));
-  double usage = s.kv_total_blocks > 0
+  double usage = s.kv_usage >= 0.0 ? s.kv_usage
+                 : s.kv_total_blocks > 0
                      ? static_cast<double>(s.kv_used_blocks) / static_cast<double>(s.kv_total_blocks)
                      : 0.0;
+  kv_capacity_tokens_.set(static_cast<double>(s.kv_capacity_tokens));
+  for (const auto& [optimizer, counters] : s.optimizer_counters)
+    for (const auto& [name, value] : counters) optimizer_counters_.labels({model_name_, optimizer, name}).set(value);
   kv_cache_usage_perc_.set(usage);
   gpu_cache_usage_perc_.set(usage);
   kv_used_blocks_.set(static_cast<double>(s.kv_used_blocks));

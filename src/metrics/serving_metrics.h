@@ -30,6 +30,10 @@ struct SchedulerSnapshot {
   int64_t kv_used_blocks = 0;
   int64_t kv_total_blocks = 0;
   std::map<std::string, int64_t> kv_blocks_by_precision;  // "bf16", "int8", "int4" -> blocks in use
+  double kv_usage = -1.0;        // share of the cache's bytes in use; < 0: from the block counts
+  int64_t kv_capacity_tokens = 0;
+  // Each optimizer's own counters (names the engine defines), exported as gauges.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> optimizer_counters;
 };
 
 // What one engine step did.
@@ -117,6 +121,8 @@ class ServingMetrics {
   Gauge& kv_used_blocks_;
   Gauge& kv_total_blocks_;
   Family<Gauge>& kv_blocks_by_precision_;
+  Gauge& kv_capacity_tokens_;
+  Family<Gauge>& optimizer_counters_;
   Family<Counter>& kv_requantized_blocks_;
   Family<Counter>& optimizer_events_;
   Family<Counter>& rejected_requests_;

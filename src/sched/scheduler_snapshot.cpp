@@ -14,6 +14,15 @@ SchedulerSnapshot Scheduler::snapshot() const {
   for (const auto& [precision, count] : pool.live_blocks())
     if (count > 0) out.kv_blocks_by_precision[kv::kv_precision_name(precision)] = count;
   out.kv_requantized_blocks = pool.counters().requantized_blocks;
+  for (const auto& [precision, count] : pool.counters().requantized_to)
+    out.kv_requantized_by_precision[kv::kv_precision_name(precision)] = count;
+  out.kv_full_precision = kv::kv_precision_name(config_.kv_layout.full);
+  out.kv_capacity_tokens = pool.num_blocks() * pool.block_size();
+  for (const optim::Policy* p : policies_.all()) {
+    std::vector<std::pair<std::string, double>> counters;
+    for (const auto& c : p->counters()) counters.emplace_back(c.name, c.value);
+    out.optimizer_counters.emplace_back(std::string(p->name()), std::move(counters));
+  }
   out.num_steps = stats_.num_steps;
   out.num_preemptions = stats_.num_preemptions;
   out.num_prompt_tokens = stats_.num_prompt_tokens_computed;

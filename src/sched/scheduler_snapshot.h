@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace optimate::sched {
 
@@ -17,6 +19,11 @@ struct SchedulerSnapshot {
   double kv_usage = 0.0;       // share of the cache's bytes held (0..1)
   std::map<std::string, int64_t> kv_blocks_by_precision;  // used blocks by precision tag
   int64_t kv_requantized_blocks = 0;  // full blocks requantized in place since start
+  std::map<std::string, int64_t> kv_requantized_by_precision;  // the same, by precision taken
+  std::string kv_full_precision;      // the cache's own precision ("bf16", "f32")
+  int64_t kv_capacity_tokens = 0;     // tokens the empty cache holds at its default precision
+  // Every active policy's own counters (PolicyCounter), by optimizer name.
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> optimizer_counters;
   // Totals since the scheduler started.
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;

@@ -204,7 +204,15 @@ void EngineBackend::on_stats(const EngineStats& s) {
   snap.kv_used_blocks = s.kv_used_blocks;
   snap.kv_total_blocks = s.kv_total_blocks;
   snap.kv_blocks_by_precision = s.kv_blocks_by_precision;
+  snap.kv_usage = s.kv_usage;
+  snap.kv_capacity_tokens = s.kv_capacity_tokens;
+  snap.optimizer_counters = s.optimizer_counters;
   metrics_->set_scheduler_state(snap);
+  for (const auto& [precision, count] : s.kv_requantized_by_precision) {
+    auto it = last_stats_.kv_requantized_by_precision.find(precision);
+    const int64_t before = it == last_stats_.kv_requantized_by_precision.end() ? 0 : it->second;
+    if (count > before) metrics_->record_kv_requantized(s.kv_full_precision, precision, count - before);
+  }
   if (s.num_steps > last_stats_.num_steps) {
     metrics::StepStats step;
     step.batch_size = s.num_running;

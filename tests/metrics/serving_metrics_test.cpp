@@ -77,7 +77,7 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="0"} 1.0)"));
   // Priorities outside the fixed set share one series.
   EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="other"} 3.0)"));
-  EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_blocks_by_precision{model_name="m",precision="int8"} 5.0)"));
+  EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_blocks{model_name="m",precision="int8"} 5.0)"));
 
   // A priority level that empties drops to 0 instead of disappearing.
   m.set_scheduler_state(SchedulerSnapshot{});
