@@ -48,6 +48,10 @@ grep -q '"prompt_tokens":6' $body_file && echo "ok   text prompt tokenized (6 to
 long=$(python3 -c 'print(",".join(["791"] * 5000))')
 check "prompt past the context" 400 -H 'Content-Type: application/json' \
   -d "{\"model\":\"llama3-dummy\",\"prompt\":[$long],\"max_tokens\":4}" "$url/v1/completions"
+check "greedy completion for generate to match" 200 -H 'Content-Type: application/json' \
+  -d '{"model":"llama3-dummy","prompt":"The capital of France is","max_tokens":12,"temperature":0,"ignore_eos":true}' \
+  "$url/v1/completions"
+served_text=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' $body_file)
 check "metrics" 200 "$url/metrics"
 grep -q '^vllm:num_requests_running' $body_file || { echo "FAIL metrics lack vllm:num_requests_running"; status=1; }
 kill -TERM $pid
@@ -55,5 +59,14 @@ wait $pid
 rc=$?
 trap 'rm -f "$body_file"' EXIT
 [[ $rc -eq 0 ]] && echo "ok   SIGTERM exit 0" || { echo "FAIL server exit $rc"; status=1; }
+# optimate generate drives the same engine: same weights (same seed), same greedy text.
+generated=$("$bin" generate --model "$root/configs/models/llama-3-8b" --load-format dummy --device cuda \
+  --tokenizer "$root/models/llama3-tokenizer" --max-model-len 4096 --max-num-seqs 64 \
+  --prompt "The capital of France is" --max-tokens 12 --temperature 0 --ignore-eos 2>"$body_file")
+if [[ "$generated" == "$served_text" ]] && grep -q "generation: 12 tokens" "$body_file"; then
+  echo "ok   generate --device cuda: the server's greedy text ($(tail -1 $body_file))"
+else
+  echo "FAIL generate --device cuda: '$generated' vs served '$served_text' ($(tail -2 $body_file))"; status=1
+fi
 echo "serve smoke: $([[ $status -eq 0 ]] && echo passed || echo FAILED)"
 exit $status
