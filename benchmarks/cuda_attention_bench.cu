@@ -10,7 +10,9 @@
 // captured in one graph; figures are per layer, medians of graph replays.
 //
 //   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
-//                        [--kv-context N] [--kv-batches 8,64] [--only decode|prefill|kv]
+//                        [--kv-context N] [--kv-batches 8,64] [--kv-split-scales 1,2,4]
+//                        [--only decode|prefill|kv]
+// (--kv-split-scales: the kv cases again with the runner's split count times each factor)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -180,7 +182,7 @@ nlohmann::json prefill_case(int64_t seqs, int64_t len, int64_t layers, cudaStrea
 // layout that may also hold int8 blocks (so the kernels take their branching variant).
 nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers, kv::KvPrecision precision,
                                  bool dynamic, DecodeAttentionKernel kernel, int num_sms, double copy_gbs,
-                                 cudaStream_t s) {
+                                 cudaStream_t s, int split_scale = 1) {
   const kv::KvLayout layout = kv::plan_kv_layout(
       kv::KvPrecision::kBF16, precision, dynamic ? std::optional(kv::KvPrecision::kInt8) : std::nullopt, kKvHeads,
       kBlock, kDim);
@@ -222,7 +224,8 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
   DeviceBuffer<__nv_bfloat16> q(batch * qkv), out(batch * kHeads * kDim);
   dummy_fill(q.get(), batch * qkv, 7, 3, -2.0f, 2.0f);
   const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel};
-  const int splits = paged_attention_num_splits(batch, shape, context, num_sms);
+  const int splits = static_cast<int>(std::min<int64_t>(
+      {int64_t{64}, (context + 31) / 32, int64_t{split_scale} * paged_attention_num_splits(batch, shape, context, num_sms)}));
   DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
   DeviceBuffer<int> counters(batch * kKvHeads);
   OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
@@ -252,7 +255,7 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
 
 int main(int argc, char** argv) {
   int64_t layers = 8, context = 300, kv_context = 8192;
-  std::vector<int64_t> batches = {1, 64, 256, 1024}, kv_batches = {8, 64};
+  std::vector<int64_t> batches = {1, 64, 256, 1024}, kv_batches = {8, 64}, kv_split_scales = {1};
   std::string out_path, only;
   const bool flags_ok = bench::parse_flags(
       argc, argv,
@@ -262,6 +265,7 @@ int main(int argc, char** argv) {
        {"--only", [&](const std::string& v) { only = v; }},
        {"--kv-context", [&](const std::string& v) { kv_context = std::stoll(v); }},
        {"--kv-batches", [&](const std::string& v) { kv_batches = bench::parse_list(v); }},
+       {"--kv-split-scales", [&](const std::string& v) { kv_split_scales = bench::parse_list(v); }},
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
   if (!flags_ok) return 2;
   try {
@@ -290,15 +294,18 @@ int main(int argc, char** argv) {
       j["prefill"].push_back(prefill_case(16, 200, layers, s));
     }
     if (only.empty() || only == "kv")
-      for (int64_t b : kv_batches)
-        for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
-          for (auto precision : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8,
-                                 kv::KvPrecision::kInt4})
-            j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k, prop.multiProcessorCount,
-                                                j["copy_bandwidth_gb_per_s"], s));
-          j["kv"].push_back(kv_precision_case(b, kv_context, layers, kv::KvPrecision::kBF16, true, k,
-                                              prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s));
-        }
+      for (int64_t scale : kv_split_scales)
+        for (int64_t b : kv_batches)
+          for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
+            for (auto precision : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8,
+                                   kv::KvPrecision::kInt4})
+              j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k,
+                                                  prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,
+                                                  static_cast<int>(scale)));
+            j["kv"].push_back(kv_precision_case(b, kv_context, layers, kv::KvPrecision::kBF16, true, k,
+                                                prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,
+                                                static_cast<int>(scale)));
+          }
     bench::write_json(out_path, j);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_attention_bench: %s\n", e.what());

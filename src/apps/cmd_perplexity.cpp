@@ -1,6 +1,7 @@
 // `optimate perplexity`: perplexity over a text file through the engine, with the KL divergence
 // and top-1 agreement against a full-precision run of the same text (bench/perplexity.h). The
 // tool a user runs before turning KV quantization on.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -33,6 +34,9 @@ void run_perplexity(PerplexityCommand& o) {
   EngineConfig reference = evaluated;
   reference.kv_cache_dtype = "auto";
   reference.optimizers.clear();
+  // Both engines live at once, and a GPU engine counts memory already taken (here the first
+  // engine's) against its own fraction: the reference's fraction is stacked on the first's.
+  reference.gpu_memory_utilization = std::min(0.95, 2.0 * evaluated.gpu_memory_utilization);
 
   std::ifstream in(o.file, std::ios::binary);
   if (!in) fail(ErrorCode::kNotFound, "cannot open --file {}", o.file);

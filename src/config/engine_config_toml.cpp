@@ -106,9 +106,13 @@ EngineConfig parse_engine_config_toml(std::string_view text, const std::string& 
         std::erase_if(c.optimizers, [&](const OptimizerSpec& o) { return o.name == n; });
         c.optimizers.push_back(std::move(spec));
       }
+    } else if (key == "bench") {
+      // A benchmark scenario's label and description (`optimate bench --compare`): the same file
+      // serves as an engine configuration, so the engine accepts the table and leaves it alone.
+      if (!node.is_table()) bad_key(source, "bench", "a table");
     } else {
-      fail(ErrorCode::kInvalidFile, "{}: unknown table or key '{}' (expected [engine] or "
-           "[optimizers.NAME])", source, key);
+      fail(ErrorCode::kInvalidFile, "{}: unknown table or key '{}' (expected [engine], "
+           "[optimizers.NAME] or [bench])", source, key);
     }
   }
   return c;

@@ -69,12 +69,20 @@ TEST(EngineConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse_engine_config_toml("[server]\nport = 1\n", "a.toml"); }).find("server"),
             std::string::npos);
+  EXPECT_NE(error_of([] { parse_engine_config_toml("bench = 1\n", "a.toml"); }).find("bench"), std::string::npos);
   EngineConfig c;
   c.block_size = 12;
   EXPECT_NE(error_of([&] { c.validate(); }).find("block-size"), std::string::npos);
   EXPECT_NE(error_of([] { parse_byte_size("4 parsecs", "--kv-cache-memory"); }).find("--kv-cache-memory"),
             std::string::npos);
   EXPECT_EQ(parse_byte_size("1.5GB", "x"), 1500000000);
+}
+
+// A benchmark scenario (a [bench] label beside [engine]) is also a configuration to serve.
+TEST(EngineConfig, AScenarioFileServesAsItsEngine) {
+  const EngineConfig c = parse_engine_config_toml(
+      "[bench]\nlabel = \"FCFS\"\ndescription = \"x\"\n[engine]\nmax_num_seqs = 7\n", "scenario.toml");
+  EXPECT_EQ(c.max_num_seqs, 7);
 }
 
 TEST(EngineConfig, CliFlagsOverrideTheFile) {
