@@ -10,6 +10,12 @@ namespace optimate {
 
 void EngineConfig::validate() const {
   for (const SettingInfo& s : engine_settings()) s.check(*this);
+  if (max_num_seqs_capacity != 0 && max_num_seqs_capacity < max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "max-num-seqs-capacity {} is below max-num-seqs {}", max_num_seqs_capacity,
+         max_num_seqs);
+  if (max_num_batched_tokens_capacity != 0 && max_num_batched_tokens_capacity < max_num_batched_tokens)
+    fail(ErrorCode::kInvalidArgument, "max-num-batched-tokens-capacity {} is below max-num-batched-tokens {}",
+         max_num_batched_tokens_capacity, max_num_batched_tokens);
   for (size_t i = 0; i < optimizers.size(); ++i) {
     if (optimizers[i].name.empty())
       fail(ErrorCode::kInvalidArgument, "optimizer #{} has no name", i + 1);
