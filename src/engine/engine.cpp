@@ -212,7 +212,10 @@ std::vector<RequestOutput> Engine::step() {
   const int64_t start_ns = clock_->now_ns();
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const sched::StepPlan plan = schedule_guarded();
-  if (decisions_) record_admissions(plan, start_ns);
+  if (decisions_) {
+    record_admissions(plan, start_ns);
+    if (!plan.requantize.empty()) record_requantize(plan);
+  }
   idle_until_ns_.reset();
   if (plan.empty()) {
     // Nothing ran: without a retry time from the batch policy, look again after a short

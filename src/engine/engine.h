@@ -148,6 +148,7 @@ class Engine {
   void observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
                     const std::vector<RequestOutput>& outputs, int64_t prompt_tokens_before);
   void record_admissions(const sched::StepPlan& plan, int64_t schedule_ns);
+  void record_requantize(const sched::StepPlan& plan);
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
   // Runs the step on a runner that samples on the device; false (nothing run) when a row
   // needs the host sampler or the runner cannot.

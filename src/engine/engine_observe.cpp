@@ -74,3 +74,19 @@ void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns)
 }
 
 }  // namespace optimate
+
+namespace optimate {
+
+void Engine::record_requantize(const sched::StepPlan& plan) {
+  const kv::KvLayout& layout = scheduler_->config().kv_layout;
+  DecisionRecord d;
+  d.event = "precision";
+  d.optimizer = std::string(scheduler_->policies().kv->name());
+  d.reason = "full-precision blocks requantized in place";
+  d.with("num_blocks", static_cast<int64_t>(plan.requantize.size()))
+      .with("to", std::string(layout.finest ? kv::kv_precision_name(*layout.finest) : "?"))
+      .with("kv_usage", scheduler_->metrics().kv_usage);
+  record(std::move(d));
+}
+
+}  // namespace optimate
