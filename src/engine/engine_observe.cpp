@@ -73,10 +73,6 @@ void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns)
   }
 }
 
-}  // namespace optimate
-
-namespace optimate {
-
 void Engine::record_requantize(const sched::StepPlan& plan) {
   const kv::KvLayout& layout = scheduler_->config().kv_layout;
   DecisionRecord d;

@@ -50,6 +50,7 @@ void OptimizerSet::configure(const std::vector<OptimizerSpec>& specs) {
 }
 
 void OptimizerSet::set(const OptimizerSpec& spec) {
+  if (!registry_.contains(spec.name)) registry_.build(spec, context_);  // Error(kNotFound) naming the known ones
   optim::PolicySet built = spec.enabled ? registry_.build(spec, context_) : optim::PolicySet{};
   Entry* e = find(spec.name);
   std::vector<Entry> before = entries_;

@@ -73,6 +73,7 @@ class TimedRunner final : public ModelRunner {
     inner_->forward(batch, logits);
     clock_->advance_ms(step_ms_);
   }
+  void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
 
  private:
   std::unique_ptr<ModelRunner> inner_;
