@@ -56,6 +56,7 @@ void Engine::tick_controller() {
   knobs.configured_max_num_seqs = config_.max_num_seqs;
   knobs.configured_max_num_batched_tokens = config_.max_num_batched_tokens;
   knobs.num_kv_blocks = c.num_kv_blocks;
+  knobs.kv_finest_precision = c.kv_layout.finest;
   knobs.policy = scheduler_->policy_knobs();
   apply_knob_changes(controller->tick(metrics_view(), knobs));
 }

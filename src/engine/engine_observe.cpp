@@ -80,7 +80,8 @@ void Engine::record_requantize(const sched::StepPlan& plan) {
   d.optimizer = std::string(scheduler_->policies().kv->name());
   d.reason = "full-precision blocks requantized in place";
   d.with("num_blocks", static_cast<int64_t>(plan.requantize.size()))
-      .with("to", std::string(layout.finest ? kv::kv_precision_name(*layout.finest) : "?"))
+      .with("to", std::string(kv::kv_precision_name(
+                      scheduler_->policy_knobs().kv_quant_precision.value_or(layout.finest.value_or(layout.full)))))
       .with("kv_usage", scheduler_->metrics().kv_usage);
   record(std::move(d));
 }

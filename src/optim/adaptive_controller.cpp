@@ -45,6 +45,7 @@ AdaptiveController::AdaptiveController(AdaptiveOptions options)
       seqs_("max_num_seqs", limit_rule(options)),
       tokens_("max_num_batched_tokens", limit_rule(options)),
       quota_("kv_quota", switch_rule(options, 1.0, true)),
+      quant_("kv_quant_level", switch_rule(options, 0.0, true)),
       wait_("batch_max_wait_ms", switch_rule(options, options.batch_max_wait_ms, false)) {}
 
 void AdaptiveController::derive_bounds(const Knobs& k) {
@@ -54,6 +55,15 @@ void AdaptiveController::derive_bounds(const Knobs& k) {
   const auto [tok_lo, tok_hi] = derive(k.configured_max_num_batched_tokens, k.capacity_max_num_batched_tokens,
                                        options_.max_num_batched_tokens_min, options_.max_num_batched_tokens_max);
   tokens_.set_bounds(tok_lo, tok_hi);
+  // The precisions the cache can hold, weakest first: none (kv_quant's own settings), 8-bit
+  // (fp8 where that is the cache's finest, else int8), int4 where the cache holds it.
+  quant_levels_ = {std::nullopt};
+  if (k.kv_finest_precision && !kv::is_full_precision(*k.kv_finest_precision)) {
+    const kv::KvPrecision finest = *k.kv_finest_precision;
+    quant_levels_.push_back(finest == kv::KvPrecision::kFP8 ? finest : kv::KvPrecision::kInt8);
+    if (kv::kv_precision_bits(finest) < 8) quant_levels_.push_back(finest);
+  }
+  quant_.set_bounds(0, static_cast<double>(quant_levels_.size() - 1));
   bounds_derived_ = true;
 }
 
@@ -174,6 +184,34 @@ void AdaptiveController::move_kv_quota(const MetricsView& m, const Knobs& k, con
                          *v > 0.5 ? "KV usage at or above kv_high" : "KV usage below kv_low", f});
 }
 
+void AdaptiveController::move_kv_quant(const MetricsView& m, const Knobs& k, const Signals& s,
+                                       PolicyKnobs& policy, KnobChanges& out) {
+  if (!options_.kv_quant || quant_levels_.size() < 2) return;
+  const auto at = std::find(quant_levels_.begin(), quant_levels_.end(), policy.kv_quant_precision);
+  const auto level = static_cast<double>(at == quant_levels_.end() ? 0 : at - quant_levels_.begin());
+  double target = level;
+  const char* reason = "";
+  if (s.kv_tight && (s.queued || s.new_preemptions > 0)) {
+    target = level + 1;
+    reason = "KV usage at or above kv_high, requests waiting for blocks";
+  } else if (m.kv_usage < options_.kv_low) {
+    target = level - 1;
+    reason = "KV usage below kv_low";
+  }
+  const auto v = quant_.track(level, target, 0.25);
+  if (!v) return;
+  policy.kv_quant_precision = quant_levels_[static_cast<size_t>(*v)];
+  auto name = [](const std::optional<kv::KvPrecision>& p) {
+    return std::string(p ? kv::kv_precision_name(*p) : "kv_quant's own");
+  };
+  std::vector<PolicyCounter> f = figures(m, s);
+  f.push_back({"num_preemptions_new", static_cast<double>(s.new_preemptions)});
+  out.actions.push_back({quant_.name(), level, *v,
+                         std::string(reason) + " (" + name(k.policy.kv_quant_precision) + " -> " +
+                             name(policy.kv_quant_precision) + ")",
+                         f});
+}
+
 void AdaptiveController::move_batch_wait(const MetricsView& m, const Signals& s, PolicyKnobs& policy,
                                          KnobChanges& out) {
   if (!options_.batch_wait) return;
@@ -208,6 +246,7 @@ KnobChanges AdaptiveController::tick(const MetricsView& m, const Knobs& k) {
   move_batch_limits(m, k, s, out);
   PolicyKnobs policy = k.policy;
   move_kv_quota(m, k, s, policy, out);
+  move_kv_quant(m, k, s, policy, out);
   move_batch_wait(m, s, policy, out);
   if (!(policy == k.policy)) out.policy = policy;
   last_preemptions_ = m.num_preemptions;
@@ -239,7 +278,10 @@ std::vector<PolicyCounter> AdaptiveController::counters() const {
                                     {"max_num_batched_tokens", static_cast<double>(last_knobs_.max_num_batched_tokens)},
                                     {"kv_quota_reserve_blocks", static_cast<double>(last_knobs_.policy.kv_quota.reserve_blocks)},
                                     {"batch_max_wait_ms", last_knobs_.policy.batch_max_wait_ms.value_or(-1.0)}};
-  for (const BoundedKnob* knob : {&seqs_, &tokens_, &quota_, &wait_}) {
+  out.push_back({"kv_quant_bits", last_knobs_.policy.kv_quant_precision
+                                      ? static_cast<double>(kv::kv_precision_bits(*last_knobs_.policy.kv_quant_precision))
+                                      : 0.0});
+  for (const BoundedKnob* knob : {&seqs_, &tokens_, &quota_, &quant_, &wait_}) {
     out.push_back({"moves." + knob->name(), static_cast<double>(knob->num_moves())});
     out.push_back({"reversals." + knob->name(), static_cast<double>(knob->num_reversals())});
   }

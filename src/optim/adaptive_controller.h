@@ -15,6 +15,9 @@
 //   kv_quota                on at KV usage >= kv_high with two or more priority classes: a
 //                           reserve for the most important class and a cap on one class's long
 //                           generations; off below kv_low
+//   kv_quant_level          0 (kv_quant's own settings), 1 (8-bit), 2 (4-bit, where the
+//                           cache holds it): one up at KV usage >= kv_high while requests
+//                           queue or are preempted, one down below kv_low
 //   batch_max_wait_ms       from the arrival rate: batch_arrivals / rate, off at low rate
 // "Room" means under band x target, so a knob that moved for a latency does not move back
 // until that latency is well inside its target (hysteresis); the limits never go past their
@@ -22,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "optim/adaptive_options.h"
@@ -66,12 +70,16 @@ class AdaptiveController final : public Controller {
   void move_batch_limits(const MetricsView& m, const Knobs& k, const Signals& s, KnobChanges& out);
   void move_kv_quota(const MetricsView& m, const Knobs& k, const Signals& s, PolicyKnobs& policy,
                      KnobChanges& out);
+  void move_kv_quant(const MetricsView& m, const Knobs& k, const Signals& s, PolicyKnobs& policy,
+                     KnobChanges& out);
   void move_batch_wait(const MetricsView& m, const Signals& s, PolicyKnobs& policy, KnobChanges& out);
 
   AdaptiveOptions options_;
   BoundedKnob seqs_;
   BoundedKnob tokens_;
   BoundedKnob quota_;  // 0 off, 1 on
+  BoundedKnob quant_;  // an index into quant_levels_
+  std::vector<std::optional<kv::KvPrecision>> quant_levels_;  // weakest (none) first
   BoundedKnob wait_;
   bool bounds_derived_ = false;
   int64_t last_preemptions_ = -1;

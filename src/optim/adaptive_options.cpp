@@ -62,6 +62,7 @@ AdaptiveOptions AdaptiveOptions::read(OptionReader& r) {
   in_range(o.long_max_share, 0.05, 1.0, "long_max_share");
   o.long_min_tokens = r.get_int("long_min_tokens", o.long_min_tokens);
   at_least(static_cast<double>(o.long_min_tokens), 1, "long_min_tokens");
+  o.kv_quant = r.get_bool("kv_quant", o.kv_quant);
   o.batch_wait = r.get_bool("batch_wait", o.batch_wait);
   o.batch_max_wait_ms = r.get_double("batch_max_wait_ms", o.batch_max_wait_ms);
   at_least(o.batch_max_wait_ms, 0, "batch_max_wait_ms");

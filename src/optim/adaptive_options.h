@@ -39,6 +39,10 @@ struct AdaptiveOptions {
   double reserve_share = 0.1;   // of the pool, kept for the most important class
   double long_max_share = 0.5;  // of the pool, the most one class's long generations may hold
   int64_t long_min_tokens = 512;  // max_tokens from which a request is a long generation
+  // KV quantization (kv_quant enabled, the cache laid out for it): one level stronger (8-bit,
+  // then 4-bit where the cache holds it) while KV usage is at or above kv_high and requests
+  // queue or are preempted; one level weaker below kv_low, back to kv_quant's own settings.
+  bool kv_quant = true;
   // The batch policy's longest hold from the arrival rate λ: batch_arrivals / λ, at most
   // batch_max_wait_ms (and a tenth of the TTFT target); 0 (no hold) while fewer than one
   // arrival is expected within batch_max_wait_ms, back on from two.

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "optim/adaptive_controller.h"
 #include "optim/bounded_knob.h"
+#include "optim/kv_quant_policy.h"
 #include "optim/registry.h"
 
 namespace optimate::optim {
@@ -157,6 +158,93 @@ TEST(AdaptiveController, KvQuotaOnUnderPressureWithSeveralClassesOffBelowTheLowM
   m.kv_usage = 0.99;
   for (int i = 0; i < 10; ++i) apply(c.tick(m, k), k);
   EXPECT_FALSE(k.policy.kv_quota.active());
+}
+
+TEST(AdaptiveController, KvQuantStrengthensUnderPressureAndRelaxesAfter) {
+  AdaptiveController c(targets(0, 0));
+  Knobs k = knobs(64, 2048);
+  k.kv_finest_precision = kv::KvPrecision::kInt4;
+  MetricsView m = loaded(k, 0, 0);
+  m.kv_usage = 0.95;
+  std::vector<std::optional<kv::KvPrecision>> seen;
+  for (int i = 0; i < 20; ++i) {
+    m.num_preemptions += 2;
+    const KnobChanges ch = c.tick(m, k);
+    apply(ch, k);
+    for (const KnobAction& a : ch.actions)
+      if (a.knob == "kv_quant_level") seen.push_back(k.policy.kv_quant_precision);
+  }
+  // One level at a time, int8 first, and never finer than the cache holds.
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], kv::KvPrecision::kInt8);
+  EXPECT_EQ(seen[1], kv::KvPrecision::kInt4);
+  // Between the marks it holds; below kv_low it relaxes back to kv_quant's own settings.
+  m.kv_usage = 0.8;
+  for (int i = 0; i < 10; ++i) apply(c.tick(m, k), k);
+  EXPECT_EQ(k.policy.kv_quant_precision, kv::KvPrecision::kInt4);
+  m.kv_usage = 0.4;
+  m.num_waiting = 0;
+  for (int i = 0; i < 20; ++i) apply(c.tick(m, k), k);
+  EXPECT_FALSE(k.policy.kv_quant_precision.has_value());
+}
+
+TEST(AdaptiveController, KvQuantStaysOnItsOwnWhereTheCacheHasOnePrecision) {
+  AdaptiveController c(targets(0, 0));
+  Knobs k = knobs(64, 2048);  // no finest precision: a static cache
+  MetricsView m = loaded(k, 0, 0);
+  m.kv_usage = 0.99;
+  for (int i = 0; i < 10; ++i) {
+    m.num_preemptions += 2;
+    apply(c.tick(m, k), k);
+  }
+  EXPECT_FALSE(k.policy.kv_quant_precision.has_value());
+  // An int8 cache: 8-bit is as far as it goes.
+  AdaptiveController c8(targets(0, 0));
+  Knobs k8 = knobs(64, 2048);
+  k8.kv_finest_precision = kv::KvPrecision::kInt8;
+  for (int i = 0; i < 20; ++i) {
+    m.num_preemptions += 2;
+    apply(c8.tick(m, k8), k8);
+  }
+  EXPECT_EQ(k8.policy.kv_quant_precision, kv::KvPrecision::kInt8);
+}
+
+TEST(AdaptiveController, KvQuantFollowsTheControllersLevelAndItsOwnThresholdsWithout) {
+  KvQuantOptions o;
+  o.precision = kv::KvPrecision::kInt4;
+  o.activation_threshold = 1.0;  // never on its own: left to the controller
+  o.deactivation_threshold = 0.9;
+  o.keep_first_tokens = 0;
+  o.keep_recent_tokens = 0;
+  KvQuantPolicy policy(o);
+  RequestView low;  // 64 tokens written in 4 full-precision blocks
+  low.seq_id = 1;
+  low.num_computed_tokens = 64;
+  low.num_blocks = low.num_full_blocks = 4;
+  RequestView high = low;
+  high.seq_id = 2;
+  high.priority = 1;
+  const std::vector<RequestView> running = {low, high};
+  SchedulerView view;
+  view.now_ns = 1;
+  view.running = running;
+  view.kv.num_blocks = 100;
+  view.kv.num_free_blocks = 5;
+  view.kv.block_size = 16;
+  view.kv.used = 0.95;
+  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kF32);
+  EXPECT_TRUE(policy.requantize(view).empty());
+  view.now_ns = 2;
+  view.knobs.kv_quant_precision = kv::KvPrecision::kInt8;
+  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kInt8);
+  EXPECT_EQ(policy.precision_for(view, high), kv::KvPrecision::kF32);  // priority_aware
+  const auto orders = policy.requantize(view);
+  ASSERT_EQ(orders.size(), 1u);
+  EXPECT_EQ(orders[0].seq_id, 1);
+  EXPECT_EQ(orders[0].precision, kv::KvPrecision::kInt8);
+  view.now_ns = 3;
+  view.knobs.kv_quant_precision.reset();
+  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kF32);
 }
 
 TEST(AdaptiveController, BatchHoldFollowsTheArrivalRateAndIsOffAtLowRate) {

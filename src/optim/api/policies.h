@@ -114,6 +114,9 @@ struct Knobs {
   int64_t configured_max_num_seqs = 0;
   int64_t configured_max_num_batched_tokens = 0;
   int64_t num_kv_blocks = 0;
+  // The finest precision the KV cache can hold blocks at (laid out for kv_quant); nullopt: a
+  // cache of one precision, where PolicyKnobs::kv_quant_precision has nothing to set.
+  std::optional<kv::KvPrecision> kv_finest_precision;
   PolicyKnobs policy;
 };
 

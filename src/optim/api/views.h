@@ -64,6 +64,10 @@ struct PolicyKnobs {
   // The longest a batch policy may hold new requests back, in ms (0: never hold); nullopt:
   // the policy's own max_wait_ms.
   std::optional<double> batch_max_wait_ms;
+  // The precision the KV policy stores eligible requests' blocks at, whatever the cache's
+  // usage (a controller strengthening KV quantization under memory pressure); never finer
+  // than the cache holds. nullopt: the policy's own precision and thresholds.
+  std::optional<kv::KvPrecision> kv_quant_precision;
 
   bool operator==(const PolicyKnobs&) const = default;
 };
