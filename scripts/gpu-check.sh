@@ -21,11 +21,13 @@
 #                             (scripts/gpu-priority-overload.sh)
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
 #   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
+#   adaptive/ adaptive.log    the adaptive controller against the default configuration on
+#                             configs/workloads/phases-h200.toml (optimate bench, ~8 minutes)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv
+# OPTIMATE_GPU_STAGES (default all but kv and adaptive): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv adaptive
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv).
 set -uo pipefail
@@ -43,7 +45,7 @@ note() { echo "$*" | tee -a "$summary"; }
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
 want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate python} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
-calibrate_status=0 overload_status=0
+calibrate_status=0 overload_status=0 adaptive_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -252,5 +254,17 @@ if want python; then
   tail -3 "$out/python.log" | tee -a "$summary"
   note "python exit $python_status"
 fi
+if want adaptive && [[ $full -eq 0 ]]; then
+  skipped adaptive
+  adaptive_status=1
+elif want adaptive; then
+  note "== adaptive controller against the default configuration (optimate bench, phases-h200)"
+  (cd "$root" && "$build/optimate" bench --workload configs/workloads/phases-h200.toml \
+     --compare h200-default,h200-adaptive --backend cuda --set decision_log="$out/adaptive-decisions.jsonl" \
+     --out "$out/adaptive") >"$out/adaptive.log" 2>&1
+  adaptive_status=$?
+  grep -E "^\|" "$out/adaptive.log" | head -5 | tee -a "$summary"
+  note "adaptive exit $adaptive_status"
+fi
 note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status"
-[[ $test_status -eq 0 && $kv_status -eq 0 && $python_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+[[ $test_status -eq 0 && $kv_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -4,23 +4,29 @@
 // and requests in progress finish for up to --shutdown-timeout seconds; then every remaining
 // request is aborted (its KV blocks freed) and answered properly (a stream gets a last chunk
 // with finish_reason "abort", then [DONE]) before the process exits 0. A second signal skips
-// the wait. The signals are blocked in every thread and taken synchronously by the main thread, so
-// no handler runs inside the engine or the network code.
+// the wait. SIGHUP, or a change of the --config file's content (polled every second), reloads
+// the configuration between steps (engine/engine.h apply_config). The signals are blocked in
+// every thread and taken synchronously by the main thread, so no handler runs inside the
+// engine or the network code.
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "apps/commands.h"
+#include "bench/step_estimator.h"
+#include "config/config_watcher.h"
 #include "config/engine_cli.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
+#include "metrics/optimizer_metrics.h"
 #include "metrics/registry.h"
 #include "metrics/serving_metrics.h"
 #include "server/cors.h"
@@ -49,21 +55,26 @@ struct ServeOptions {
   bool allow_credentials = false;
   bool access_log = false;
   std::string get_load_format = "vllm";
+  std::string cost_profile;  // a profile of this backend: the throughput guard's estimate
 };
 
-sigset_t shutdown_signals() {
+sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
-// True when a shutdown signal arrived within `timeout_ms`.
-bool wait_for_signal(const sigset_t& set, int64_t timeout_ms) {
+// The signal that arrived within `timeout_ms`, or 0.
+int wait_for_signal(const sigset_t& set, int64_t timeout_ms) {
   timespec ts{static_cast<time_t>(timeout_ms / 1000), static_cast<long>(timeout_ms % 1000) * 1'000'000};
-  return sigtimedwait(&set, nullptr, &ts) > 0;
+  const int sig = sigtimedwait(&set, nullptr, &ts);
+  return sig > 0 ? sig : 0;
 }
+
+bool is_shutdown(int sig) { return sig == SIGTERM || sig == SIGINT; }
 
 void drain(server::HttpServer& http, server::EngineBackend& backend, const sigset_t& signals,
            double timeout_s) {
@@ -73,7 +84,7 @@ void drain(server::HttpServer& http, server::EngineBackend& backend, const sigse
   const double deadline_s = clock.now_s() + timeout_s;
   while (clock.now_s() < deadline_s) {
     if (http.active_exchanges() == 0 && backend.num_unfinished() == 0) break;
-    if (wait_for_signal(signals, 50)) break;
+    if (is_shutdown(wait_for_signal(signals, 50))) break;
   }
 }
 
@@ -112,16 +123,20 @@ void run_serve(ServeOptions& o) {
     fail(ErrorCode::kInvalidArgument, "--http-threads must be at least 1, got {}", o.http_threads);
 
   // Blocked before any thread starts, so every thread inherits the mask.
-  const sigset_t signals = shutdown_signals();
+  const sigset_t signals = handled_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string served_name = o.served_model_name.empty()
                                       ? std::filesystem::path(config.model).filename().string()
                                       : o.served_model_name;
-  Engine engine = create_optimized_engine(config);
+  EngineParts parts = create_engine_parts(config);
+  if (!o.cost_profile.empty()) parts.step_estimator = bench::cost_model_estimator(bench::load_cost_profile(o.cost_profile));
+  Engine engine(config, std::move(parts));
   metrics::Registry registry;
   metrics::ServingMetrics metrics(registry, served_name, engine.limits().max_model_len);
+  metrics::OptimizerMetrics optimizer_metrics(registry, served_name);
   server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
+  backend.set_optimizer_metrics(&optimizer_metrics);
 
   server::Router router(o.api_key);
   const SteadyClock clock;
@@ -150,7 +165,21 @@ void run_serve(ServeOptions& o) {
                o.host.c_str(), static_cast<unsigned>(http.port()),
                static_cast<long long>(backend.model().max_model_len));
 
-  while (!wait_for_signal(signals, 1000)) {
+  std::optional<ConfigWatcher> watcher;
+  if (!o.engine.config_path.empty()) watcher.emplace(o.engine.config_path);
+  auto reload = [&](const std::string& trigger) {
+    backend.reload_config([&] { return resolve_engine_config(o.engine); }, trigger);
+    if (watcher) watcher->changed();  // this content is now the one seen
+  };
+  while (true) {
+    const int sig = wait_for_signal(signals, 1000);
+    if (is_shutdown(sig)) break;
+    if (sig == SIGHUP) {
+      if (watcher) reload("SIGHUP");
+      else std::fprintf(stderr, "optimate serve: SIGHUP ignored: no --config file to reload\n");
+    } else if (watcher && watcher->changed()) {
+      reload("file changed");
+    }
   }
   drain(http, backend, signals, o.shutdown_timeout_s);
   abort_the_rest(http, backend);
@@ -192,6 +221,9 @@ void add_serve_command(CLI::App& app) {
                   "GET /get_load answers as vllm-router (vllm) or sglang-router (sglang) reads it")
       ->check(CLI::IsMember({"vllm", "sglang"}))
       ->capture_default_str();
+  cmd->add_option("--cost-profile", o->cost_profile,
+                  "cost profile of this backend (optimate bench --calibrate): an optimizer whose steps run "
+                  "below --optimizer-min-throughput-ratio of its estimate falls back");
   cmd->callback([o] { run_serve(*o); });
 }
 

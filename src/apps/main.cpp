@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   optimate::apps::add_serve_command(app);
   optimate::apps::add_settings_command(app);
   optimate::apps::add_perplexity_command(app);
+  optimate::apps::add_advise_command(app);
 
   try {
     app.parse(argc, argv);

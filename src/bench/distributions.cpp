@@ -37,6 +37,21 @@ void validate_arrival_spec(const ArrivalSpec& s) {
         fail(ErrorCode::kInvalidArgument, "workload.arrival.off_rate must be >= 0, got {}",
              s.off_rate_per_s);
       break;
+    case ArrivalKind::kPhases: {
+      if (s.phases.empty()) fail(ErrorCode::kInvalidArgument, "workload.arrival.phases is empty (kind = \"phases\")");
+      bool any_rate = false;
+      for (size_t i = 0; i < s.phases.size(); ++i) {
+        if (!(s.phases[i].duration_s > 0.0) || !std::isfinite(s.phases[i].duration_s))
+          fail(ErrorCode::kInvalidArgument, "workload.arrival.phases[{}].duration_s must be > 0, got {}", i,
+               s.phases[i].duration_s);
+        if (!(s.phases[i].rate_per_s >= 0.0) || !std::isfinite(s.phases[i].rate_per_s))
+          fail(ErrorCode::kInvalidArgument, "workload.arrival.phases[{}].rate must be >= 0, got {}", i,
+               s.phases[i].rate_per_s);
+        any_rate |= s.phases[i].rate_per_s > 0.0;
+      }
+      if (!any_rate) fail(ErrorCode::kInvalidArgument, "workload.arrival.phases: every rate is 0");
+      break;
+    }
     case ArrivalKind::kClosedLoop:
       if (s.concurrency < 1)
         fail(ErrorCode::kInvalidArgument, "workload.arrival.concurrency must be >= 1, got {}",
@@ -85,6 +100,35 @@ int64_t draw_length(const LengthSpec& s, Random& rng) {
   return s.value;
 }
 
+namespace {
+
+// A Poisson process whose rate switches with the phase, the phases repeating. Exponential gaps
+// are memoryless, so a draw that crosses a phase boundary restarts at the boundary with the
+// next rate.
+std::vector<double> phased_arrivals(const std::vector<ArrivalPhase>& phases, int64_t count, Random& rng) {
+  std::vector<double> t(static_cast<size_t>(std::max<int64_t>(count, 0)), 0.0);
+  double now = 0.0;
+  size_t phase = 0;
+  double phase_end = phases[0].duration_s;
+  for (size_t i = 0; i < t.size(); ++i) {
+    for (;;) {
+      const double rate = phases[phase].rate_per_s;
+      const double next = rate > 0.0 ? now + rng.exponential(rate) : phase_end;
+      if (next < phase_end) {
+        now = next;
+        break;
+      }
+      now = phase_end;
+      phase = (phase + 1) % phases.size();
+      phase_end += phases[phase].duration_s;
+    }
+    t[i] = now;
+  }
+  return t;
+}
+
+}  // namespace
+
 std::vector<double> draw_arrivals(const ArrivalSpec& s, int64_t count, Random& rng) {
   std::vector<double> t(static_cast<size_t>(std::max<int64_t>(count, 0)), 0.0);
   double now = 0.0;
@@ -105,27 +149,10 @@ std::vector<double> draw_arrivals(const ArrivalSpec& s, int64_t count, Random& r
       for (size_t i = 1; i < t.size(); ++i) t[i] = now += rng.gamma(s.burstiness, scale);
       return t;
     }
-    case ArrivalKind::kBurst: {
-      // A Poisson process whose rate switches with the phase. Exponential gaps are memoryless,
-      // so a draw that crosses a phase boundary restarts at the boundary with the next rate.
-      bool on = true;
-      double phase_end = s.on_s;
-      for (size_t i = 0; i < t.size(); ++i) {
-        for (;;) {
-          const double rate = on ? s.on_rate_per_s : s.off_rate_per_s;
-          const double next = rate > 0.0 ? now + rng.exponential(rate) : phase_end;
-          if (next < phase_end) {
-            now = next;
-            break;
-          }
-          now = phase_end;
-          on = !on;
-          phase_end += on ? s.on_s : s.off_s;
-        }
-        t[i] = now;
-      }
-      return t;
-    }
+    case ArrivalKind::kBurst:
+      return phased_arrivals({{s.on_s, s.on_rate_per_s}, {s.off_s, s.off_rate_per_s}}, count, rng);
+    case ArrivalKind::kPhases:
+      return phased_arrivals(s.phases, count, rng);
   }
   return t;
 }

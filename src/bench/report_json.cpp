@@ -40,6 +40,10 @@ json workload_to_json(const WorkloadSpec& s) {
       arrival.update({{"on_s", a.on_s}, {"off_s", a.off_s}, {"on_rate", a.on_rate_per_s}, {"off_rate", a.off_rate_per_s}});
       break;
     case ArrivalKind::kClosedLoop: arrival["concurrency"] = a.concurrency; break;
+    case ArrivalKind::kPhases:
+      arrival["phases"] = json::array();
+      for (const ArrivalPhase& p : a.phases) arrival["phases"].push_back({{"duration_s", p.duration_s}, {"rate", p.rate_per_s}});
+      break;
     default: break;
   }
   j["arrival"] = arrival;

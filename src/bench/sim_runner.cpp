@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/step_estimator.h"
 #include "core/error.h"
 
 namespace optimate::bench {
@@ -28,13 +29,9 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
 }
 
 size_t SimModelRunner::run(const ForwardBatch& batch) {
-  work_.clear();
-  size_t rows = 0;
-  for (const SeqSlice& s : batch.seqs) {
-    work_.push_back({static_cast<int64_t>(s.token_ids.size()), s.start_pos});
-    rows += s.want_logits ? 1 : 0;
-  }
-  last_ = cost_.step_cost(work_);
+  const size_t rows = static_cast<size_t>(std::count_if(batch.seqs.begin(), batch.seqs.end(),
+                                                        [](const SeqSlice& s) { return s.want_logits; }));
+  last_ = cost_.step_cost(batch_work(batch));
   clock_->advance_ns(static_cast<int64_t>(std::llround(last_.seconds * 1e9)));
   return rows;
 }

@@ -41,7 +41,6 @@ class SimModelRunner final : public ModelRunner {
   ModelConfig config_;
   KvCacheShape kv_shape_;
   StepCost last_;
-  std::vector<SeqWork> work_;
 
   // Advances the clock by the batch's cost; returns the number of logits rows.
   size_t run(const ForwardBatch& batch);

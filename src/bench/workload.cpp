@@ -62,7 +62,7 @@ const PriorityClass* draw_class(const std::vector<PriorityClass>& classes, Rando
 std::string class_name_for(int64_t priority, const std::vector<PriorityClass>& classes) {
   for (const auto& c : classes)
     if (c.priority == priority) return c.name;
-  return "p" + std::to_string(priority);
+  return fmt::format("p{}", priority);
 }
 
 }  // namespace
@@ -76,6 +76,7 @@ const char* arrival_kind_name(ArrivalKind kind) {
     case ArrivalKind::kBurst: return "burst";
     case ArrivalKind::kClosedLoop: return "closed";
     case ArrivalKind::kTrace: return "trace";
+    case ArrivalKind::kPhases: return "phases";
   }
   return "?";
 }

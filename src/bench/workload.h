@@ -21,6 +21,13 @@ enum class ArrivalKind {
   kBurst,       // Poisson at on_rate for on_s, then off_rate for off_s, repeating
   kClosedLoop,  // `concurrency` requests in flight; a new one is sent when one finishes
   kTrace,       // arrival_s of each trace record
+  kPhases,      // Poisson at each phase's rate for its duration, the phases repeating
+};
+
+// One stretch of a load whose rate changes over time (a step, a day's shape).
+struct ArrivalPhase {
+  double duration_s = 0.0;
+  double rate_per_s = 0.0;
 };
 
 struct ArrivalSpec {
@@ -32,6 +39,7 @@ struct ArrivalSpec {
   double on_rate_per_s = 0.0;
   double off_rate_per_s = 0.0;
   int64_t concurrency = 1;
+  std::vector<ArrivalPhase> phases;
 };
 
 enum class LengthKind {

@@ -68,11 +68,11 @@ class TableReader {
 ArrivalKind arrival_kind(const std::string& name, const std::string& source) {
   for (ArrivalKind k : {ArrivalKind::kOffline, ArrivalKind::kConstant, ArrivalKind::kPoisson,
                         ArrivalKind::kGamma, ArrivalKind::kBurst, ArrivalKind::kClosedLoop,
-                        ArrivalKind::kTrace})
+                        ArrivalKind::kTrace, ArrivalKind::kPhases})
     if (name == arrival_kind_name(k)) return k;
   fail(ErrorCode::kInvalidFile,
        "{}: workload.arrival.kind \"{}\" is not one of offline, constant, poisson, gamma, burst, "
-       "closed, trace", source, name);
+       "closed, trace, phases", source, name);
 }
 
 LengthSpec read_length(const toml::table* t, const char* path, LengthSpec spec, const std::string& source) {
@@ -125,6 +125,17 @@ WorkloadSpec read_spec(const toml::table& doc, const std::string& source) {
     ar.read("on_rate", spec.arrival.on_rate_per_s);
     ar.read("off_rate", spec.arrival.off_rate_per_s);
     ar.read("concurrency", spec.arrival.concurrency);
+    if (const toml::array* phases = ar.array("phases")) {
+      for (const toml::node& node : *phases) {
+        if (!node.is_table()) fail(ErrorCode::kInvalidFile, "{}: workload.arrival.phases entries must be tables", source);
+        TableReader pr(*node.as_table(), "workload.arrival.phases", source);
+        ArrivalPhase phase;
+        pr.read("duration_s", phase.duration_s);
+        pr.read("rate", phase.rate_per_s);
+        pr.reject_unknown();
+        spec.arrival.phases.push_back(phase);
+      }
+    }
     ar.reject_unknown();
   }
   spec.prompt = read_length(r.table("prompt"), "workload.prompt", spec.prompt, source);
@@ -135,7 +146,7 @@ WorkloadSpec read_spec(const toml::table& doc, const std::string& source) {
       TableReader cr(*node.as_table(), "workload.priorities", source);
       PriorityClass c;
       cr.read("priority", c.priority);
-      c.name = "p" + std::to_string(c.priority);
+      c.name = fmt::format("p{}", c.priority);
       cr.read("name", c.name);
       cr.read("weight", c.weight);
       cr.reject_unknown();

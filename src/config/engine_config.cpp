@@ -10,6 +10,12 @@ namespace optimate {
 
 void EngineConfig::validate() const {
   for (const SettingInfo& s : engine_settings()) s.check(*this);
+  if (max_num_seqs_capacity != 0 && max_num_seqs_capacity < max_num_seqs)
+    fail(ErrorCode::kInvalidArgument, "max-num-seqs-capacity {} is below max-num-seqs {}", max_num_seqs_capacity,
+         max_num_seqs);
+  if (max_num_batched_tokens_capacity != 0 && max_num_batched_tokens_capacity < max_num_batched_tokens)
+    fail(ErrorCode::kInvalidArgument, "max-num-batched-tokens-capacity {} is below max-num-batched-tokens {}",
+         max_num_batched_tokens_capacity, max_num_batched_tokens);
   for (size_t i = 0; i < optimizers.size(); ++i) {
     if (optimizers[i].name.empty())
       fail(ErrorCode::kInvalidArgument, "optimizer #{} has no name", i + 1);
@@ -19,28 +25,26 @@ void EngineConfig::validate() const {
   }
 }
 
-namespace {
-
-std::string value_text(const OptionValue& v) {
+std::string option_toml(const OptionValue& v) {
   if (auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   if (auto* d = std::get_if<double>(&v)) return toml_double(*d);
   return toml_quote(std::get<std::string>(v));
 }
 
-}  // namespace
-
-std::string EngineConfig::to_toml() const {
+std::string EngineConfig::to_toml(bool only_changed) const {
+  const EngineConfig defaults;
   std::ostringstream os;
   os << "[engine]\n";
   for (const SettingInfo& s : engine_settings()) {
     const std::string value = s.to_toml(*this);
-    if (!value.empty()) os << s.key << " = " << value << "\n";
+    if (value.empty() || (only_changed && value == s.to_toml(defaults))) continue;
+    os << s.key << " = " << value << "\n";
   }
   for (const auto& spec : optimizers) {
     os << "\n[optimizers." << spec.name << "]\n";
     if (!spec.enabled) os << "enabled = false\n";
-    for (const auto& [key, value] : spec.options) os << key << " = " << value_text(value) << "\n";
+    for (const auto& [key, value] : spec.options) os << key << " = " << option_toml(value) << "\n";
   }
   return os.str();
 }

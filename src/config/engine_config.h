@@ -23,8 +23,9 @@ struct EngineConfig {
 
   // Throws Error(kInvalidArgument) naming the offending option.
   void validate() const;
-  // The effective configuration as a TOML document (what --print-config shows).
-  std::string to_toml() const;
+  // The effective configuration as a TOML document (what --print-config shows); with
+  // `only_changed`, the [engine] settings that differ from their defaults only.
+  std::string to_toml(bool only_changed = false) const;
 };
 
 // Parses a TOML document onto `base` (keys absent from the document keep base's values).
@@ -32,6 +33,9 @@ struct EngineConfig {
 EngineConfig parse_engine_config_toml(std::string_view text, const std::string& source,
                                       EngineConfig base = {});
 EngineConfig load_engine_config_file(const std::string& path, EngineConfig base = {});
+
+// An optimizer option as a TOML value.
+std::string option_toml(const OptionValue& value);
 
 // "4GiB", "512MiB", "1.5GB", "1048576": bytes. Error(kInvalidArgument) naming `what`.
 int64_t parse_byte_size(std::string_view text, std::string_view what);

@@ -33,6 +33,10 @@ inline Check<double> in_open_closed(double low, double high) {
   return {[=](const double& v) { return v > low && v <= high; }, fmt::format("in ({}, {}]", low, high)};
 }
 
+inline Check<double> in_closed(double low, double high) {
+  return {[=](const double& v) { return v >= low && v <= high; }, fmt::format("in [{}, {}]", low, high)};
+}
+
 inline Check<int64_t> power_of_two(int64_t low, int64_t high) {
   return {[=](const int64_t& v) { return v >= low && v <= high && (v & (v - 1)) == 0; },
           fmt::format("a power of two in [{}, {}]", low, high)};

@@ -73,6 +73,7 @@ SettingInfo make_setting(SettingKind kind, T EngineConfig::*member, std::string_
   s.set_from_text = [kind, member](EngineConfig& c, std::string_view text, std::string_view where) {
     c.*member = parse_text<T>(kind, text, where);
   };
+  s.copy = [member](EngineConfig& to, const EngineConfig& from) { to.*member = from.*member; };
   const std::string name(flag.substr(2));
   s.check = [kind, member, check, name](const EngineConfig& c) {
     if (!check.ok(c.*member))
@@ -98,6 +99,7 @@ SettingInfo optimizer_alias(std::string_view key, std::string_view flag, std::st
     c.optimizers.push_back(OptimizerSpec{std::string(text), {}});
   };
   s.check = [](const EngineConfig&) {};
+  s.copy = [](EngineConfig&, const EngineConfig&) {};
   return s;
 }
 

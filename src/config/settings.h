@@ -29,6 +29,8 @@ struct SettingInfo {
   std::function<void(EngineConfig& config, std::string_view text, std::string_view where)> set_from_text;
   // Error(kInvalidArgument) "<name> must be <rule>, got <value>" when the value breaks its rule.
   std::function<void(const EngineConfig& config)> check;
+  // Sets `to`'s value to `from`'s (nothing for an alias).
+  std::function<void(EngineConfig& to, const EngineConfig& from)> copy;
 
   // The flag without its dashes: how validation names the setting.
   std::string_view name() const { return flag.substr(2); }

@@ -101,8 +101,9 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   cuda::CudaRunnerOptions options;
   options.gpu_memory_utilization = args.gpu_memory_utilization;
   options.block_size = args.block_size;
-  options.max_num_batched_tokens = args.max_num_batched_tokens;
-  options.max_num_seqs = args.max_num_seqs;
+  // What a step may hold at most, so the limits can rise to it at run time.
+  options.max_num_batched_tokens = std::max(args.max_num_batched_tokens, args.max_num_batched_tokens_capacity);
+  options.max_num_seqs = std::max(args.max_num_seqs, args.max_num_seqs_capacity);
   options.max_model_len = args.max_model_len;
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
   options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);

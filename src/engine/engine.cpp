@@ -59,16 +59,23 @@ Engine::Engine(EngineConfig config, EngineParts parts)
       runner_(std::move(parts.runner)),
       codec_(std::move(parts.codec)),
       clock_(parts.clock ? std::move(parts.clock) : std::make_shared<SteadyClock>()),
-      registry_(std::move(parts.registry)) {
+      step_estimator_(std::move(parts.step_estimator)),
+      decisions_(std::move(parts.decisions)),
+      trace_(std::move(parts.trace)) {
   config_.validate();
   OPTIMATE_CHECK(runner_ != nullptr, "engine without a model runner");
-  for (const auto& spec : config_.optimizers)
-    optimizers_.emplace_back(spec, spec.enabled ? registry_.build(spec, build_context()) : optim::PolicySet{});
-  std::vector<std::pair<std::string, optim::PolicySet>> enabled;
-  for (const auto& [spec, set] : optimizers_)
-    if (spec.enabled) enabled.emplace_back(spec.name, set);
+  if (!decisions_ && !config_.decision_log.empty()) decisions_ = DecisionLog::open_file(config_.decision_log);
+  if (!trace_ && !config_.record_trace.empty()) trace_ = TraceRecorder::open_file(config_.record_trace);
+  guard_ = std::make_shared<GuardContext>();
+  guard_->clock = parts.policy_clock ? std::move(parts.policy_clock) : std::make_shared<SteadyClock>();
+  guard_->engine_clock = clock_;
+  guard_->decisions = decisions_;
+  optimizers_ = std::make_unique<OptimizerSet>(std::move(parts.registry), build_context(), guard_);
+  optimizers_->configure(config_.optimizers);
   scheduler_ = std::make_unique<sched::Scheduler>(scheduler_config(config_, *runner_),
-                                                  optim::merge_policy_sets(enabled), *clock_);
+                                                  optimizers_->policies(), *clock_);
+  apply_hot_settings();
+  apply_policies();
   outputs_ = std::make_unique<OutputProcessor>(codec_);
   sampler_ = std::make_unique<sampling::Sampler>(runner_->config().vocab_size);
   next_seed_ = mix_seed(config_.seed);
@@ -104,8 +111,13 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
   const uint64_t seed = params.seed ? *params.seed : mix_seed(next_seed_++);
   RequestMetadata engine_metadata = metadata;
   engine_metadata.priority = to_engine_priority(config_.priority_order, metadata.priority);
+  const int64_t num_prompt_tokens = static_cast<int64_t>(prompt_ids.size());
   scheduler_->add_request(request_id, prompt_ids, shared, engine_metadata, seed);
   for (int64_t i = 0; i < params.n; ++i) outputs_->add(request_id, i, prompt_ids, shared);
+  const int64_t now = clock_->now_ns();
+  const int64_t arrival_ns = metadata.arrival_ns.value_or(now);
+  if (window_) window_->on_arrival(request_id, params.n, arrival_ns, now);
+  if (trace_) trace_->record(arrival_ns, num_prompt_tokens, params.max_tokens, metadata.priority);
 }
 
 bool Engine::abort(const std::string& request_id) {
@@ -120,30 +132,7 @@ bool Engine::abort(const std::string& request_id) {
 
 bool Engine::has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
 
-void Engine::set_optimizer(const OptimizerSpec& spec) {
-  auto it = std::find_if(optimizers_.begin(), optimizers_.end(),
-                         [&](const auto& o) { return o.first.name == spec.name; });
-  optim::PolicySet built = spec.enabled ? registry_.build(spec, build_context()) : optim::PolicySet{};
-  if (it == optimizers_.end()) {
-    optimizers_.emplace_back(spec, std::move(built));
-  } else {
-    // Re-enabling with unchanged options keeps the optimizer's state.
-    if (!(spec.enabled && it->first.options == spec.options && it->second.all().size() > 0))
-      it->second = std::move(built);
-    it->first = spec;
-  }
-  apply_policies();
-  spdlog::info("optimizer '{}' {}", spec.name, spec.enabled ? "enabled" : "disabled");
-}
-
 optim::BuildContext Engine::build_context() const { return {config_.priority_order}; }
-
-void Engine::apply_policies() {
-  std::vector<std::pair<std::string, optim::PolicySet>> enabled;
-  for (const auto& [spec, set] : optimizers_)
-    if (spec.enabled) enabled.emplace_back(spec.name, set);
-  scheduler_->set_policies(optim::merge_policy_sets(enabled));
-}
 
 EngineLimits Engine::limits() const {
   const sched::SchedulerConfig& s = scheduler_->config();
@@ -160,40 +149,6 @@ void Engine::set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens) {
     fail(ErrorCode::kInvalidArgument, "max-num-batched-tokens {} is more than the runner allocated for ({})",
          max_num_batched_tokens, capacity.max_num_batched_tokens);
   scheduler_->set_limits(max_num_seqs, max_num_batched_tokens);
-}
-
-std::vector<OptimizerCounters> Engine::optimizer_counters() const {
-  std::vector<OptimizerCounters> out;
-  for (const optim::Policy* p : scheduler_->policies().all())
-    out.push_back({std::string(p->name()), p->counters()});
-  return out;
-}
-
-void Engine::tick_controller() {
-  const auto& controller = scheduler_->policies().controller;
-  if (!controller) return;
-  const int64_t now = clock_->now_ns();
-  if (now < next_tick_ns_) return;
-  next_tick_ns_ = now + static_cast<int64_t>(controller->interval_ms() * 1e6);
-  const auto& c = scheduler_->config();
-  const optim::KnobChanges changes =
-      controller->tick(scheduler_->metrics(), {c.max_num_seqs, c.max_num_batched_tokens});
-  if (changes.max_num_seqs || changes.max_num_batched_tokens) {
-    // A controller's knob stops at what the runner holds.
-    const StepCapacity capacity = runner_->capacity();
-    set_limits(std::min(changes.max_num_seqs.value_or(c.max_num_seqs), capacity.max_num_seqs),
-               std::min(changes.max_num_batched_tokens.value_or(c.max_num_batched_tokens),
-                        capacity.max_num_batched_tokens));
-  }
-  for (const auto& name : changes.disable_optimizers) {
-    auto it = std::find_if(optimizers_.begin(), optimizers_.end(),
-                           [&](const auto& o) { return o.first.name == name; });
-    if (it == optimizers_.end() || !it->first.enabled) continue;
-    OptimizerSpec spec = it->first;
-    spec.enabled = false;
-    spdlog::warn("controller '{}' falls back from optimizer '{}'", controller->name(), name);
-    set_optimizer(spec);
-  }
 }
 
 bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
@@ -252,14 +207,22 @@ void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> out = std::move(pending_);
   pending_.clear();
+  take_faults();
   tick_controller();
-  const sched::StepPlan plan = scheduler_->schedule();
+  const int64_t start_ns = clock_->now_ns();
+  const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
+  const sched::StepPlan plan = schedule_guarded();
+  if (decisions_) {
+    record_admissions(plan, start_ns);
+    if (!plan.requantize.empty()) record_requantize(plan);
+  }
   idle_until_ns_.reset();
   if (plan.empty()) {
     // Nothing ran: without a retry time from the batch policy, look again after a short
     // pause rather than spin.
     if (scheduler_->has_unfinished())
       idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
+    if (window_) for (const RequestOutput& o : out) window_->on_output(o, start_ns);
     return out;
   }
   runner_->requantize(plan.requantize);
@@ -267,6 +230,7 @@ std::vector<RequestOutput> Engine::step() {
   batch.seqs.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)
     batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits});
+  const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
   sched::StepResult result;
   if (!sample_on_device(plan, batch, result)) {
     runner_->forward(batch, logits_);
@@ -277,6 +241,7 @@ std::vector<RequestOutput> Engine::step() {
       scheduler_->finish_sequence(o.request_id, o.index, FinishReason::kStop, o.stop_reason);
     out.push_back(std::move(o));
   }
+  observe_step(plan, start_ns, clock_->now_ns(), estimated_s, out, prompt_tokens_before);
   return out;
 }
 

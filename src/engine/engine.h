@@ -11,11 +11,17 @@
 #include <vector>
 
 #include "backend/model_runner.h"
+#include "config/config_diff.h"
 #include "config/engine_config.h"
 #include "core/clock.h"
+#include "engine/decision_log.h"
 #include "engine/engine_stats.h"
+#include "engine/metrics_window.h"
+#include "engine/optimizer_set.h"
 #include "engine/output_processor.h"
 #include "engine/text_codec.h"
+#include "engine/throughput_guard.h"
+#include "engine/trace_recorder.h"
 #include "optim/registry.h"
 #include "sampling/sampler.h"
 #include "sched/scheduler.h"
@@ -39,6 +45,21 @@ struct EngineParts {
   optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
   std::string description;                 // the backend and model, for logs and reports
   std::string device;                      // the backend resolved from --device: "cpu" or "cuda"
+  // The policies' own time (optimizer overhead, the watchdog); null: the steady clock. Never
+  // the engine clock of a simulation, where policies would take no time at all.
+  std::shared_ptr<const Clock> policy_clock;
+  // A cost model's step time, for the throughput guard; null: no guard.
+  StepEstimator step_estimator;
+  // Null: from config.decision_log / config.record_trace (none when those are empty).
+  std::shared_ptr<DecisionLog> decisions;
+  std::shared_ptr<TraceRecorder> trace;
+};
+
+// What applying a new configuration did (Engine::apply_config).
+struct ConfigApplyReport {
+  int64_t version = 0;                    // the active configuration's version afterwards
+  std::vector<SettingDiff> applied;       // hot settings and optimizers, now in force
+  std::vector<SettingDiff> needs_restart; // settings that only a restart changes (not applied)
 };
 
 // The sizes an engine runs with, as resolved from its settings and its runner.
@@ -80,12 +101,25 @@ class Engine {
   void set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens);
 
   // Enables (building it if new) or disables an optimizer between steps; disabling falls back
-  // to the baseline for the slots it filled.
+  // to the baseline for the slots it filled. It becomes part of the last good configuration.
   void set_optimizer(const OptimizerSpec& spec);
   // Forgets every cached prefix between steps (after a model or tokenizer change, or on an
   // operator's request); running and waiting requests keep their blocks.
   void reset_prefix_cache() { scheduler_->reset_prefix_cache(); }
   std::vector<OptimizerCounters> optimizer_counters() const;
+  // Every configured optimizer (enabled or not, fallen back or not) and the baselines in use.
+  std::vector<OptimizerState> optimizer_states() const { return optimizers_->states(); }
+  // Every optimizer back to the baseline, the limits and policy knobs to their configured
+  // values (rollback); restore_optimizers() returns to the last good configuration.
+  void rollback_optimizers(const std::string& reason);
+  void restore_optimizers();
+
+  // Validates `next` whole (settings, optimizers, limits within the runner's capacity) and
+  // applies it between steps: hot settings and optimizers take effect, running requests go on;
+  // settings that need a restart are reported, not applied. Error (nothing changes) when
+  // `next` is invalid.
+  ConfigApplyReport apply_config(const EngineConfig& next);
+  int64_t config_version() const { return config_version_; }
   // The scheduler's state and totals, priorities in the clients' convention.
   EngineStats stats() const;
 
@@ -99,7 +133,22 @@ class Engine {
  private:
   void apply_policies();
   optim::BuildContext build_context() const;
+  void apply_hot_settings();
+  // Disables optimizers whose guards found a fault during the last step (engine_optimizers.cpp).
+  void take_faults();
+  void fall_back(const std::string& optimizer, FallbackReason reason, const std::string& detail);
+  void record(DecisionRecord record) const;
+  // schedule(), once more on the baselines when an optimizer's decision made it fail.
+  sched::StepPlan schedule_guarded();
   void tick_controller();
+  optim::MetricsView metrics_view() const;
+  void apply_knob_changes(const optim::KnobChanges& changes);
+  void reset_knobs();
+  // After a step: the window, the throughput guard, the decision log (engine_observe.cpp).
+  void observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
+                    const std::vector<RequestOutput>& outputs, int64_t prompt_tokens_before);
+  void record_admissions(const sched::StepPlan& plan, int64_t schedule_ns);
+  void record_requantize(const sched::StepPlan& plan);
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
   // Runs the step on a runner that samples on the device; false (nothing run) when a row
   // needs the host sampler or the runner cannot.
@@ -110,9 +159,15 @@ class Engine {
   std::unique_ptr<ModelRunner> runner_;
   std::shared_ptr<const TextCodec> codec_;
   std::shared_ptr<const Clock> clock_;
-  optim::OptimizerRegistry registry_;
-  std::vector<std::pair<OptimizerSpec, optim::PolicySet>> optimizers_;
+  std::shared_ptr<GuardContext> guard_;
+  std::unique_ptr<OptimizerSet> optimizers_;
   std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<MetricsWindow> window_;  // while a controller runs
+  StepEstimator step_estimator_;
+  ThroughputGuard throughput_;
+  std::shared_ptr<DecisionLog> decisions_;
+  std::shared_ptr<TraceRecorder> trace_;
+  int64_t config_version_ = 1;
   std::unique_ptr<OutputProcessor> outputs_;
   std::unique_ptr<sampling::Sampler> sampler_;
   std::vector<RequestOutput> pending_;  // aborts, reported by the next step()

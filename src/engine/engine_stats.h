@@ -3,12 +3,23 @@
 // hand to any thread.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
 #include "sched/scheduler_snapshot.h"
 
 namespace optimate {
 
 // The scheduler's snapshot, with num_waiting_by_priority keyed by the clients' priority
-// values (--priority-order).
-using EngineStats = sched::SchedulerSnapshot;
+// values (--priority-order), and the optimizers' totals.
+struct EngineStats : sched::SchedulerSnapshot {
+  // Seconds inside each optimizer's (and baseline's) policies since the start.
+  std::map<std::string, double> optimizer_seconds;
+  // Fallbacks since the start, per (optimizer, reason).
+  std::map<std::pair<std::string, std::string>, int64_t> optimizer_fallbacks;
+  int64_t config_version = 1;  // the active configuration's version
+};
 
 }  // namespace optimate

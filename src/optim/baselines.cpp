@@ -4,18 +4,22 @@
 
 #include "core/error.h"
 #include "optim/api/policy_set.h"
+#include "optim/kv_quota.h"
 
 namespace optimate::optim {
 
 std::vector<int64_t> FcfsQueuePolicy::order_waiting(const SchedulerView& view) {
   std::vector<int64_t> order(view.waiting.size());
   std::iota(order.begin(), order.end(), 0);
-  return order;
+  return apply_kv_quota(view, std::move(order));
 }
 
 PreemptDecision RecomputeNewestPolicy::choose_victim(const SchedulerView& view,
                                                      std::span<const int64_t> candidates) {
   OPTIMATE_CHECK(!candidates.empty(), "no preemption candidates");
+  ++num_victims_;
+  // A long generation of a class over its KV share goes first (a controller's quota).
+  if (const std::optional<int64_t> over = over_share_victim(view, candidates)) return {*over, PreemptMode::kRecompute};
   int64_t best = candidates.front();
   for (int64_t i : candidates) {
     const RequestView& r = view.running[i];
@@ -24,7 +28,6 @@ PreemptDecision RecomputeNewestPolicy::choose_victim(const SchedulerView& view,
     if (r.arrival_ns > b.arrival_ns || (r.arrival_ns == b.arrival_ns && r.seq_id > b.seq_id))
       best = i;
   }
-  ++num_victims_;
   return {best, PreemptMode::kRecompute};
 }
 

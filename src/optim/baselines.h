@@ -7,7 +7,8 @@
 namespace optimate::optim {
 
 // First come, first served in the mechanism's queue order (preempted requests first, then by
-// arrival); never preempts for a waiting request.
+// arrival); never preempts for a waiting request. Honours a KV quota when a controller sets one
+// (optim/kv_quota.h); without one, vLLM's order exactly.
 class FcfsQueuePolicy final : public QueuePolicy {
  public:
   std::string_view name() const override { return "fcfs"; }
@@ -21,7 +22,8 @@ class LaunchAtOncePolicy final : public BatchPolicy {
   BatchDecision decide(const SchedulerView& view) override { return {}; }
 };
 
-// The most recently arrived candidate loses its KV and recomputes it when resumed.
+// The most recently arrived candidate loses its KV and recomputes it when resumed (under a KV
+// quota, a long generation of a class over its share first).
 class RecomputeNewestPolicy final : public PreemptPolicy {
  public:
   std::string_view name() const override { return "recompute-newest"; }

@@ -79,17 +79,24 @@ bool KvQuantPolicy::eligible(const RequestView& r) const {
   return !(options_.priority_aware && r.priority >= options_.full_precision_min_priority);
 }
 
-kv::KvPrecision KvQuantPolicy::precision_for(const SchedulerView& view, const RequestView& request) {
+std::optional<kv::KvPrecision> KvQuantPolicy::quantize_to(const SchedulerView& view) {
   observe(view);
-  if (!active_ || !eligible(request)) return view.kv.default_precision;
+  if (view.knobs.kv_quant_precision) return view.knobs.kv_quant_precision;
+  if (active_) return options_.precision;
+  return std::nullopt;
+}
+
+kv::KvPrecision KvQuantPolicy::precision_for(const SchedulerView& view, const RequestView& request) {
+  const auto precision = quantize_to(view);
+  if (!precision || !eligible(request)) return view.kv.default_precision;
   ++quantized_allocations_;
-  return options_.precision;
+  return *precision;
 }
 
 std::vector<RequantizeOrder> KvQuantPolicy::requantize(const SchedulerView& view) {
-  observe(view);
   std::vector<RequantizeOrder> orders;
-  if (!active_) return orders;
+  const auto precision = quantize_to(view);
+  if (!precision) return orders;
   const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
   const int64_t first = (options_.keep_first_tokens + bs - 1) / bs;
   std::vector<const RequestView*> candidates;
@@ -107,11 +114,11 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize(const SchedulerView& view
     const int64_t end = std::max<int64_t>(0, r->num_computed_tokens - options_.keep_recent_tokens) / bs;
     if (end <= first) continue;
     const int64_t n = std::min(left, std::min(end - first, r->num_full_blocks));
-    orders.push_back({r->seq_id, first, end - first, options_.precision, n});
+    orders.push_back({r->seq_id, first, end - first, *precision, n});
     left -= n;
     requantize_orders_ += n;
     spdlog::debug("kv_quant: requantize up to {} blocks of '{}' (priority {}) to {}: KV cache {:.1f}% used",
-                  n, r->request_id, r->priority, kv::kv_precision_name(options_.precision),
+                  n, r->request_id, r->priority, kv::kv_precision_name(*precision),
                   100 * view.kv.usage());
   }
   return orders;

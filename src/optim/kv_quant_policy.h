@@ -12,6 +12,10 @@
 // Never quantized: requests at or above full_precision_min_priority when priority_aware (they
 // run exactly as without the optimizer, prefix hits included), the first keep_first_tokens of
 // a sequence (attention sinks) and its newest keep_recent_tokens.
+//
+// A controller may set PolicyKnobs::kv_quant_precision: then the policy is on at that
+// precision whatever the usage (adaptive strengthens it under memory pressure), and back on its
+// own thresholds and `bits` when the knob is cleared.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +62,8 @@ class KvQuantPolicy final : public KvPolicy {
 
  private:
   void observe(const SchedulerView& view);
+  // The precision to quantize at now (the controller's knob first); nullopt: off.
+  std::optional<kv::KvPrecision> quantize_to(const SchedulerView& view);
   bool eligible(const RequestView& r) const;
 
   KvQuantOptions options_;

@@ -69,7 +69,9 @@ BatchDecision PredictiveBatchPolicy::decide(const SchedulerView& view) {
   const int64_t now = view.now_ns;
   last_rate_ = rate_.rate_per_s(now);
   if (view.waiting.empty()) return launch(view);
-  const int64_t max_wait_ns = static_cast<int64_t>(options_.max_wait_ms * 1e6);
+  // A controller may set the longest hold from the arrival rate (PolicyKnobs).
+  const double max_wait_ms = view.knobs.batch_max_wait_ms.value_or(options_.max_wait_ms);
+  const int64_t max_wait_ns = static_cast<int64_t>(max_wait_ms * 1e6);
   int64_t oldest_ns = now;
   int64_t num_tokens = 0;
   for (const RequestView& r : view.waiting) {
@@ -86,7 +88,7 @@ BatchDecision PredictiveBatchPolicy::decide(const SchedulerView& view) {
   // A hold, once worth starting, stays worth it: (b + λw) / (T + w) moves monotonically in
   // w, so it runs to the deadline unless the batch fills first.
   if (holding_) return {false, deadline_ns};
-  if (last_rate_ * options_.max_wait_ms * 1e-3 < 1.0) {
+  if (last_rate_ * max_wait_ms * 1e-3 < 1.0) {
     ++launches_low_rate_;
     return launch(view);
   }

@@ -16,6 +16,7 @@
 //   - or the oldest queued request has waited max_wait_ms since its arrival (the bound).
 // require_gain = false drops the λ·T > b test and idle_only = false holds even while
 // requests run: the seed's plain "wait for a fuller batch", kept to measure what it costs.
+// A controller's batch_max_wait_ms (the view's PolicyKnobs) replaces max_wait_ms.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "optim/kv_quota.h"
 
 namespace optimate::optim {
 namespace {
@@ -132,6 +133,9 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
                     options_.level_name(head_level));
     }
   }
+  std::vector<std::pair<int64_t, QuotaHold>> held;
+  order = apply_kv_quota(view, std::move(order), &held);
+  kv_quota_holds_ += static_cast<int64_t>(held.size());
   return order;
 }
 
@@ -190,6 +194,7 @@ std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
       {"max_wait_reached", static_cast<double>(max_wait_reached_)},
       {"overdue_admissions", static_cast<double>(num_overdue_admissions_)},
       {"admissions", static_cast<double>(num_admissions_)},
+      {"kv_quota_holds", static_cast<double>(kv_quota_holds_)},
   };
   for (int64_t level = 0; level < options_.levels; ++level) {
     const std::string name = options_.level_name(level);
@@ -202,6 +207,12 @@ std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
 PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
                                                     std::span<const int64_t> candidates) {
   OPTIMATE_CHECK(!candidates.empty(), "no preemption candidates");
+  ++num_victims_;
+  // A long generation of a class over its KV share goes first (a controller's quota).
+  if (const std::optional<int64_t> over = over_share_victim(view, candidates)) {
+    ++num_quota_victims_;
+    return {*over, PreemptMode::kRecompute};
+  }
   // Prefer candidates past min_run_ms; the pool must give, so fall back to all of them.
   std::optional<int64_t> best, best_protected;
   for (int64_t i : candidates) {
@@ -209,7 +220,6 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
     auto& slot = recently_admitted(options_, r, view.now_ns) ? best_protected : best;
     if (!slot || better_victim(options_, r, view.running[*slot])) slot = i;
   }
-  ++num_victims_;
   if (!best) ++num_protected_victims_;
   const int64_t victim = best ? *best : *best_protected;
   const RequestView& v = view.running[victim];
@@ -220,7 +230,8 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
 
 std::vector<PolicyCounter> PriorityVictimPolicy::counters() const {
   return {{"preemptions_kv_exhausted", static_cast<double>(num_victims_)},
-          {"victims_within_min_run", static_cast<double>(num_protected_victims_)}};
+          {"victims_within_min_run", static_cast<double>(num_protected_victims_)},
+          {"victims_over_kv_share", static_cast<double>(num_quota_victims_)}};
 }
 
 }  // namespace optimate::optim

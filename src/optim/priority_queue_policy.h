@@ -33,7 +33,8 @@ class PriorityQueuePolicy final : public QueuePolicy {
                                      BlockedOn blocked_on) override;
   // preemptions_for_max_num_seqs, preemptions_for_kv_blocks, preemptions_refused_min_run,
   // max_wait_reached (requests that hit their deadline), overdue_admissions (admitted ahead of
-  // more important waiting requests), admissions, and per level: waiting.<name>,
+  // more important waiting requests), admissions, kv_quota_holds (requests a controller's KV
+  // quota kept waiting, counted per decision), and per level: waiting.<name>,
   // oldest_wait_ms.<name> (as of the last decision).
   std::vector<PolicyCounter> counters() const override;
 
@@ -57,6 +58,7 @@ class PriorityQueuePolicy final : public QueuePolicy {
   int64_t jump_seq_ = -1;                      // put ahead of more important ones last call
   int64_t num_admissions_ = 0;
   int64_t num_overdue_admissions_ = 0;
+  int64_t kv_quota_holds_ = 0;
   // overdue_share per admission, at most one jump's worth: jumps never come in a burst after
   // a quiet spell.
   double jump_credit_ = 1.0;
@@ -65,7 +67,8 @@ class PriorityQueuePolicy final : public QueuePolicy {
 };
 
 // When the pool runs dry during a step, the least important running candidate (newest first
-// among equals) gives its blocks back; recently admitted ones only if nothing else can.
+// among equals) gives its blocks back; recently admitted ones only if nothing else can. Under a
+// KV quota, a long generation of a class over its share goes first.
 class PriorityVictimPolicy final : public PreemptPolicy {
  public:
   explicit PriorityVictimPolicy(PriorityOptions options) : options_(std::move(options)) {}
@@ -78,6 +81,7 @@ class PriorityVictimPolicy final : public PreemptPolicy {
   PriorityOptions options_;
   int64_t num_victims_ = 0;
   int64_t num_protected_victims_ = 0;  // only recently admitted candidates were left
+  int64_t num_quota_victims_ = 0;      // long generations of a class over its KV share
 };
 
 }  // namespace optimate::optim

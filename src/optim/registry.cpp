@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "optim/adaptive_controller.h"
 #include "optim/baselines.h"
 #include "optim/scheduling_optimizers.h"
 
@@ -87,6 +88,7 @@ OptimizerRegistry OptimizerRegistry::with_builtin() {
   r.register_optimizer("unfused-sampler", "separate sampling ops (baseline)",
                        no_options<UnfusedSamplerPolicy>(&PolicySet::sampler));
   register_scheduling_optimizers(r);
+  register_adaptive_optimizer(r);
   return r;
 }
 

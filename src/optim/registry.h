@@ -63,7 +63,7 @@ class OptimizerRegistry {
  public:
   // A registry holding the baselines under their names (fcfs, launch-at-once,
   // recompute-newest, full-precision-kv, unfused-sampler) and the built optimizers
-  // (priority, predictive).
+  // (priority, predictive, adaptive).
   static OptimizerRegistry with_builtin();
 
   void register_optimizer(const std::string& name, const std::string& description,

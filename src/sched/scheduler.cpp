@@ -103,6 +103,7 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
   view.max_num_batched_tokens = config_.max_num_batched_tokens;
   view.token_budget_left = budget;
   view.last_step_ns = last_step_ns_;
+  view.knobs = knobs_;
   return view;
 }
 

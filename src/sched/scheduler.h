@@ -47,6 +47,9 @@ class Scheduler {
   const optim::PolicySet& policies() const { return policies_; }
   void set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens);
   const SchedulerConfig& config() const { return config_; }
+  // Knobs the policies read from their view (a controller's); takes effect at the next schedule().
+  void set_policy_knobs(const optim::PolicyKnobs& knobs) { knobs_ = knobs; }
+  const optim::PolicyKnobs& policy_knobs() const { return knobs_; }
 
   // Queues params->n sequences of one request. Errors (kInvalidArgument): duplicate live id,
   // empty prompt, prompt not shorter than max_model_len.
@@ -67,6 +70,7 @@ class Scheduler {
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   const std::deque<SeqId>& waiting_queue() const { return waiting_; }
+  const std::vector<SeqId>& running_queue() const { return running_; }
   const Request* find(SeqId seq) const;
   const kv::KvCacheManager& kv() const { return kv_; }
   // Forgets every cached prefix; blocks held by a request stay with it, untouched.
@@ -100,6 +104,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   optim::PolicySet policies_;
+  optim::PolicyKnobs knobs_;
   const Clock& clock_;
   kv::KvCacheManager kv_;
   std::unordered_map<SeqId, std::unique_ptr<Request>> requests_;

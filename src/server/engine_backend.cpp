@@ -137,6 +137,7 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   specs_ = engine.config().optimizers;
   priority_order_ = engine.config().priority_order;
   update_priority_labels();
+  config_status_ = {{"version", engine.config_version()}, {"last_reload", nullptr}};
   last_stats_ = engine.stats();
   if (metrics_) on_stats(last_stats_);
   engine_ = std::make_unique<AsyncEngine>(std::move(engine));
@@ -196,6 +197,10 @@ LoadReport EngineBackend::load() const {
 }
 
 void EngineBackend::on_stats(const EngineStats& s) {
+  if (optimizer_metrics_) {
+    optimizer_metrics_->set_seconds(s.optimizer_seconds);
+    optimizer_metrics_->set_fallbacks(s.optimizer_fallbacks);
+  }
   if (!metrics_) return;
   metrics::SchedulerSnapshot snap;
   snap.num_running = s.num_running;
@@ -268,35 +273,82 @@ void EngineBackend::update_priority_labels() {
 
 Json EngineBackend::list_optimizers() const {
   // Shared: a task that outlives a timed-out wait must not write to this frame.
-  auto counters = std::make_shared<std::vector<OptimizerCounters>>();
-  run_and_wait([counters](Engine& e) { *counters = e.optimizer_counters(); });
-  const std::vector<OptimizerCounters>& active = *counters;
-  auto counters_of = [&](const std::string& name) -> Json {
-    for (const auto& a : active) {
-      if (a.optimizer != name) continue;
-      Json c = Json::object();
-      for (const auto& pc : a.counters) c[pc.name] = pc.value;
-      return c;
-    }
-    return Json::object();
-  };
+  auto states = std::make_shared<std::vector<OptimizerState>>();
+  run_and_wait([states](Engine& e) { *states = e.optimizer_states(); });
   Json out = Json::array();
-  std::lock_guard lock(specs_mutex_);
-  for (const auto& spec : specs_) {
+  for (const OptimizerState& s : *states) {
     Json options = Json::object();
-    for (const auto& [k, v] : spec.options) options[k] = option_json(v);
-    out.push_back({{"name", spec.name}, {"enabled", spec.enabled}, {"baseline", false},
-                   {"options", options}, {"counters", counters_of(spec.name)}});
-  }
-  // The baselines filling the slots no optimizer takes.
-  for (const auto& a : active) {
-    bool configured = false;
-    for (const auto& spec : specs_) configured |= spec.name == a.optimizer;
-    if (configured) continue;
-    out.push_back({{"name", a.optimizer}, {"enabled", true}, {"baseline", true},
-                   {"options", Json::object()}, {"counters", counters_of(a.optimizer)}});
+    for (const auto& [k, v] : s.spec.options) options[k] = option_json(v);
+    Json counters = Json::object();
+    for (const auto& c : s.counters) counters[c.name] = c.value;
+    Json fallback = nullptr;
+    if (s.fallback)
+      fallback = {{"reason", fallback_reason_name(s.fallback->reason)}, {"detail", s.fallback->detail}};
+    out.push_back({{"name", s.spec.name}, {"enabled", s.baseline || s.spec.enabled}, {"baseline", s.baseline},
+                   {"options", options}, {"counters", counters}, {"seconds_total", s.seconds_total},
+                   {"fallback", fallback}, {"rolled_back", s.rolled_back}});
   }
   return out;
+}
+
+Json EngineBackend::rollback_optimizers() {
+  run_and_wait([](Engine& e) { e.rollback_optimizers("admin request"); });
+  return {{"rolled_back", true}, {"data", list_optimizers()}};
+}
+
+Json EngineBackend::restore_optimizers() {
+  run_and_wait([](Engine& e) { e.restore_optimizers(); });
+  return {{"restored", true}, {"data", list_optimizers()}};
+}
+
+Json EngineBackend::config_status() const {
+  std::lock_guard lock(specs_mutex_);
+  return config_status_;
+}
+
+void EngineBackend::reload_config(const std::function<EngineConfig()>& load, const std::string& trigger) {
+  auto diffs = [](const std::vector<SettingDiff>& list) {
+    Json out = Json::array();
+    for (const SettingDiff& d : list) out.push_back({{"key", d.key}, {"from", d.from}, {"to", d.to}});
+    return out;
+  };
+  Json status;
+  std::string result;
+  std::optional<int64_t> version;
+  try {
+    const EngineConfig next = load();
+    auto applied = std::make_shared<ConfigApplyReport>();
+    run_and_wait([next, applied](Engine& e) { *applied = e.apply_config(next); });
+    const ConfigApplyReport& report = *applied;
+    result = report.applied.empty() ? "unchanged" : "applied";
+    version = report.version;
+    status = {{"result", result}, {"version", report.version}, {"applied", diffs(report.applied)},
+              {"needs_restart", diffs(report.needs_restart)}};
+    spdlog::info("configuration reload ({}): {}, version {}{}", trigger, result, report.version,
+                 report.needs_restart.empty() ? "" : "; some changes need a restart");
+    if (result == "applied") {
+      {
+        std::lock_guard lock(specs_mutex_);
+        specs_ = next.optimizers;
+      }
+      update_priority_labels();
+    }
+  } catch (const std::exception& e) {
+    result = "invalid";
+    status = {{"result", result}, {"error", e.what()}};
+    spdlog::error("configuration reload ({}) rejected, nothing changed: {}", trigger, e.what());
+  }
+  status["trigger"] = trigger;
+  status["at"] = unix_seconds();
+  {
+    std::lock_guard lock(specs_mutex_);
+    if (version) config_status_["version"] = *version;
+    config_status_["last_reload"] = std::move(status);
+  }
+  if (optimizer_metrics_) {
+    optimizer_metrics_->record_config_reload(result);
+    if (version) optimizer_metrics_->set_config_version(*version);
+  }
 }
 
 Json EngineBackend::update_optimizer(const std::string& name, const Json& body) {

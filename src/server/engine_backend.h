@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "metrics/optimizer_metrics.h"
 #include "metrics/serving_metrics.h"
 #include "server/generation_backend.h"
 #include "tokenizer/tokenizer.h"
@@ -48,6 +49,18 @@ class EngineBackend final : public GenerationBackend {
   Json list_optimizers() const override;
   Json update_optimizer(const std::string& name, const Json& body) override;
   void reset_prefix_cache() override;
+  Json rollback_optimizers() override;
+  Json restore_optimizers() override;
+  Json config_status() const override;
+
+  // Exports the optimizers' series (time, fallbacks, configuration version); `metrics` must
+  // outlive the backend. Set it before serving.
+  void set_optimizer_metrics(metrics::OptimizerMetrics* metrics) { optimizer_metrics_ = metrics; }
+  // Reads the configuration with `load` and applies it between steps (hot settings and
+  // optimizers; settings that need a restart are reported). An invalid configuration changes
+  // nothing; either way the result is logged, counted and shown by config_status().
+  // `trigger` says why ("SIGHUP", "file changed").
+  void reload_config(const std::function<EngineConfig()>& load, const std::string& trigger);
 
   // kDrain: let submitted requests finish; kAbort: end them now. Blocks until the engine
   // thread has stopped.
@@ -65,6 +78,7 @@ class EngineBackend final : public GenerationBackend {
   EngineBackendOptions options_;
   PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;  // the clients' convention
   metrics::ServingMetrics* metrics_;
+  metrics::OptimizerMetrics* optimizer_metrics_ = nullptr;
   ModelInfo info_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;  // absent: the model has none (chat requests fail)
@@ -73,6 +87,7 @@ class EngineBackend final : public GenerationBackend {
   mutable std::mutex specs_mutex_;
   std::vector<OptimizerSpec> specs_;  // as configured, then as changed through the API
   EngineStats last_stats_;             // engine thread only
+  Json config_status_;                 // under specs_mutex_
   std::unique_ptr<AsyncEngine> engine_;
 };
 

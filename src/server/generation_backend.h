@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "server/api_error.h"
 #include "server/json_fields.h"
 #include "server/openai_response.h"
 #include "tokenizer/chat_template.h"
@@ -94,6 +95,14 @@ class GenerationBackend {
   // Forgets every cached prompt prefix (POST /flush_cache, /reset_prefix_cache); requests in
   // progress keep their KV blocks. Returns once the engine has done it.
   virtual void reset_prefix_cache() = 0;
+
+  // POST /v1/optimizers/rollback: every optimizer back to the baseline; POST
+  // /v1/optimizers/restore: back to the last good configuration. A backend without optimizers
+  // answers 501.
+  virtual Json rollback_optimizers() { throw ApiError(501, "This backend has no optimizers to roll back."); }
+  virtual Json restore_optimizers() { throw ApiError(501, "This backend has no optimizers to restore."); }
+  // The active configuration: its version and the last reload's result (null: not tracked).
+  virtual Json config_status() const { return nullptr; }
 };
 
 }  // namespace optimate::server

@@ -61,6 +61,8 @@ class ServingApi {
   void health_generate(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void render_completion(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void render_chat(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void rollback_optimizers(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void restore_optimizers(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
 
   void check_model(const std::string& requested) const;
   // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs.

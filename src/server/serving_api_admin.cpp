@@ -44,6 +44,8 @@ void ServingApi::add_routes(Router& router) {
   // publishes no KV-cache events, which vLLM answers with an empty list too.
   router.add(http::verb::get, "/kv_event_sources",
              [](const HttpRequest&, const std::shared_ptr<HttpExchange>& e) { e->send_json(200, "[]"); });
+  router.add(http::verb::post, "/v1/optimizers/rollback", bind(&ServingApi::rollback_optimizers));
+  router.add(http::verb::post, "/v1/optimizers/restore", bind(&ServingApi::restore_optimizers));
 }
 
 void ServingApi::models(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
@@ -103,7 +105,21 @@ void ServingApi::detokenize(const HttpRequest& request,
 }
 
 void ServingApi::list_optimizers(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
-  exchange->send_json(200, dump_json({{"object", "list"}, {"data", backend_.list_optimizers()}}));
+  Json body = {{"object", "list"}, {"data", backend_.list_optimizers()}};
+  if (Json config = backend_.config_status(); !config.is_null()) body["config"] = std::move(config);
+  exchange->send_json(200, dump_json(body));
+}
+
+void ServingApi::rollback_optimizers(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  Json result = backend_.rollback_optimizers();
+  metrics_.record_optimizer_event("all", "rollback");
+  exchange->send_json(200, dump_json(result));
+}
+
+void ServingApi::restore_optimizers(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  Json result = backend_.restore_optimizers();
+  metrics_.record_optimizer_event("all", "restore");
+  exchange->send_json(200, dump_json(result));
 }
 
 void ServingApi::update_optimizer(const HttpRequest& request,

@@ -137,7 +137,9 @@ TEST(EngineConfig, BadBackendSettingsNameTheFlag) {
            {[](EngineConfig& c) { c.device = "tpu"; }, "device"},
            {[](EngineConfig& c) { c.load_format = "pt"; }, "load-format"},
            {[](EngineConfig& c) { c.gpu_memory_utilization = 0.0; }, "gpu-memory-utilization"},
-           {[](EngineConfig& c) { c.gpu_memory_utilization = 1.5; }, "gpu-memory-utilization"}}) {
+           {[](EngineConfig& c) { c.gpu_memory_utilization = 1.5; }, "gpu-memory-utilization"},
+           {[](EngineConfig& c) { c.max_num_seqs_capacity = 100; }, "max-num-seqs-capacity"},
+           {[](EngineConfig& c) { c.max_num_batched_tokens_capacity = 1000; }, "max-num-batched-tokens-capacity"}}) {
     EngineConfig c;
     set(c);
     EXPECT_NE(error_of([&] { c.validate(); }).find(flag), std::string::npos) << flag;

@@ -61,6 +61,13 @@ inline void collect(const std::vector<RequestOutput>& outs, Results& results) {
   }
 }
 
+// Each sequence's tokens, for comparing two runs of the same requests.
+inline std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> tokens_of(const Results& results) {
+  std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> out;
+  for (const auto& [key, r] : results) out[key] = r.tokens;
+  return out;
+}
+
 inline Results run_to_completion(Engine& engine, int64_t max_steps = 1000000) {
   Results results;
   for (int64_t i = 0; i < max_steps && engine.has_unfinished(); ++i) collect(engine.step(), results);

@@ -103,22 +103,50 @@ class SamplerPolicy : public Policy {
   virtual SamplerOptions options(const MetricsView& metrics) = 0;
 };
 
-// Knobs the engine lets a controller move between steps.
+// Knobs the engine lets a controller move between steps, with their ceilings.
 struct Knobs {
   int64_t max_num_seqs = 0;
   int64_t max_num_batched_tokens = 0;
+  // What the runner allocated and what the configuration said: a controller moves the limits
+  // up to the capacity, and the engine returns to the configured ones when it stops.
+  int64_t capacity_max_num_seqs = 0;
+  int64_t capacity_max_num_batched_tokens = 0;
+  int64_t configured_max_num_seqs = 0;
+  int64_t configured_max_num_batched_tokens = 0;
+  int64_t num_kv_blocks = 0;
+  // The finest precision the KV cache can hold blocks at (laid out for kv_quant); nullopt: a
+  // cache of one precision, where PolicyKnobs::kv_quant_precision has nothing to set.
+  std::optional<kv::KvPrecision> kv_finest_precision;
+  PolicyKnobs policy;
+};
+
+// Why a knob moved, with the figures behind it, for the decision log.
+struct KnobAction {
+  std::string knob;    // "max_num_seqs", "kv_quota.reserve_blocks", "batch_max_wait_ms", ...
+  double from = 0.0;
+  double to = 0.0;
+  std::string reason;  // "ttft_p99 over target", ...
+  std::vector<PolicyCounter> figures;  // the signals it acted on
 };
 
 struct KnobChanges {
   std::optional<int64_t> max_num_seqs;
   std::optional<int64_t> max_num_batched_tokens;
+  std::optional<PolicyKnobs> policy;  // replaces every policy knob at once
+  std::vector<KnobAction> actions;    // one per knob moved
   std::vector<std::string> disable_optimizers;  // fall back to the baseline (rollback)
+
+  bool empty() const {
+    return !max_num_seqs && !max_num_batched_tokens && !policy && disable_optimizers.empty();
+  }
 };
 
 class Controller : public Policy {
  public:
   // How often tick() runs, in milliseconds of the engine clock.
   virtual double interval_ms() const { return 100.0; }
+  // The span of engine time MetricsView::window covers.
+  virtual double window_ms() const { return 5000.0; }
   virtual KnobChanges tick(const MetricsView& metrics, const Knobs& knobs) = 0;
 };
 

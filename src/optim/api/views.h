@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "kv/kv_precision.h"
 
@@ -36,6 +38,40 @@ struct KvView {
   double usage() const { return used; }
 };
 
+// How much of the KV pool each priority class may take. A controller sets it between steps;
+// the queue and preemption policies enforce it (optim/kv_quota.h), the scheduler only carries
+// it. The defaults limit nothing.
+struct KvQuota {
+  // Free blocks kept for requests of priority >= reserve_min_priority: a less important request
+  // is not admitted when its first chunk would leave fewer free blocks than this.
+  int64_t reserve_blocks = 0;
+  int64_t reserve_min_priority = 0;
+  // A long generation (max_tokens >= long_min_tokens) is not admitted while the long
+  // generations of its priority class hold long_max_share of the pool or more; when the pool
+  // runs dry, a long generation of such a class is the victim first.
+  double long_max_share = 1.0;
+  int64_t long_min_tokens = 0;
+
+  bool active() const { return reserve_blocks > 0 || long_max_share < 1.0; }
+  bool operator==(const KvQuota&) const = default;
+};
+
+// Settings a controller moves between steps and policies read from their view. Each is one
+// field here, read by the policy of its slot; a field at its default leaves every policy on
+// its own options.
+struct PolicyKnobs {
+  KvQuota kv_quota;
+  // The longest a batch policy may hold new requests back, in ms (0: never hold); nullopt:
+  // the policy's own max_wait_ms.
+  std::optional<double> batch_max_wait_ms;
+  // The precision the KV policy stores eligible requests' blocks at, whatever the cache's
+  // usage (a controller strengthening KV quantization under memory pressure); never finer
+  // than the cache holds. nullopt: the policy's own precision and thresholds.
+  std::optional<kv::KvPrecision> kv_quant_precision;
+
+  bool operator==(const PolicyKnobs&) const = default;
+};
+
 struct SchedulerView {
   int64_t now_ns = 0;
   std::span<const RequestView> waiting;  // in the mechanism's order (preempted first, then arrival)
@@ -47,6 +83,38 @@ struct SchedulerView {
   // Time of the last step that ran, from schedule() to update() (forward pass and sampling);
   // 0 before the first.
   int64_t last_step_ns = 0;
+  PolicyKnobs knobs;
+};
+
+// One priority class (engine priority value) at the time of the view.
+struct ClassMetrics {
+  int64_t priority = 0;
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t kv_blocks = 0;       // blocks its running sequences hold
+  int64_t long_kv_blocks = 0;  // of those, held by long generations (KvQuota::long_min_tokens)
+};
+
+// Figures over the last window_ms of engine time (the controller's window). Percentiles are 0
+// when their sample count is 0.
+struct WindowMetrics {
+  double window_ms = 0.0;
+  int64_t num_arrivals = 0;
+  double arrival_rate_per_s = 0.0;
+  int64_t num_ttft_samples = 0;  // requests whose first token came out in the window
+  double ttft_p50_ms = 0.0;
+  double ttft_p99_ms = 0.0;
+  // Sequences that finished in the window with two tokens or more: (last token - first token)
+  // / (tokens - 1), vLLM's TPOT, so a target reads as the benchmark reports it.
+  int64_t num_tpot_samples = 0;
+  double tpot_p50_ms = 0.0;
+  double tpot_p99_ms = 0.0;
+  int64_t num_steps = 0;
+  double step_ms_mean = 0.0;     // forward pass and sampling, no idling
+  double step_ms_p99 = 0.0;
+  double busy_fraction = 0.0;    // share of the window spent in steps
+  double generated_tokens_per_s = 0.0;
+  double prompt_tokens_per_s = 0.0;  // prefill computed (prefix-cache hits excluded)
 };
 
 // Engine-wide figures a Controller reads between steps.
@@ -60,6 +128,13 @@ struct MetricsView {
   int64_t num_generated_tokens = 0;
   int64_t num_prompt_tokens = 0;   // computed (not cached) prompt tokens since start
   int64_t last_step_num_tokens = 0;
+  // Filled by the engine: the KV pool's size, how long the oldest waiting request has waited
+  // (a lower bound on its time to first token, ahead of any TTFT sample), the classes in
+  // priority order (most important first) and the window.
+  int64_t num_kv_blocks = 0;
+  double oldest_waiting_ms = 0.0;
+  std::vector<ClassMetrics> classes;
+  WindowMetrics window;
 };
 
 }  // namespace optimate::optim

@@ -1,0 +1,89 @@
+// What the engine notes after each step: the controller's window, the throughput guard, and
+// admissions out of arrival order for the decision log.
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/engine.h"
+
+namespace optimate {
+
+void Engine::observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
+                          const std::vector<RequestOutput>& outputs, int64_t prompt_tokens_before) {
+  if (window_) {
+    int64_t generated = 0;
+    for (const RequestOutput& o : outputs) generated += static_cast<int64_t>(o.new_token_ids.size());
+    window_->on_step(end_ns, end_ns - start_ns, scheduler_->stats().num_prompt_tokens_computed - prompt_tokens_before,
+                     generated);
+    for (const RequestOutput& o : outputs) window_->on_output(o, end_ns);
+  }
+  if (!step_estimator_ || config_.optimizer_min_throughput_ratio <= 0) return;
+  // Only optimizers that shape how a step runs (its KV precision, its sampling) can slow it.
+  std::vector<std::string> shapers;
+  for (PolicySlot slot : {PolicySlot::kKv, PolicySlot::kSampler})
+    if (const std::string& owner = optimizers_->owner(slot); !owner.empty() &&
+        std::find(shapers.begin(), shapers.end(), owner) == shapers.end())
+      shapers.push_back(owner);
+  throughput_.on_step(static_cast<double>(end_ns - start_ns) * 1e-9, estimated_s, !shapers.empty());
+  const std::optional<double> ratio = throughput_.take_ratio();
+  if (!ratio || *ratio >= config_.optimizer_min_throughput_ratio) return;
+  const std::string detail =
+      fmt::format("steps ran at {:.0f}% of the throughput the cost model expects, relative to the baselines "
+                  "(bound {:.0f}%)", *ratio * 100, config_.optimizer_min_throughput_ratio * 100);
+  for (const std::string& name : shapers) fall_back(name, FallbackReason::kThroughput, detail);
+}
+
+void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns) {
+  std::vector<const sched::Request*> admitted;
+  for (const sched::ScheduledSeq& s : plan.seqs) {
+    const sched::Request* r = scheduler_->find(s.seq_id);
+    if (r && r->last_admitted_ns >= schedule_ns) admitted.push_back(r);
+  }
+  if (admitted.empty() || scheduler_->waiting_queue().empty()) return;
+  // Requests still waiting, by arrival: an admission is out of order when one of them came first.
+  std::vector<const sched::Request*> waiting;
+  for (sched::SeqId seq : scheduler_->waiting_queue())
+    if (const sched::Request* r = scheduler_->find(seq)) waiting.push_back(r);
+  std::sort(waiting.begin(), waiting.end(),
+            [](const sched::Request* a, const sched::Request* b) { return a->arrival_ns < b->arrival_ns; });
+  const auto client = [&](int64_t p) { return to_client_priority(config_.priority_order, p); };
+  for (const sched::Request* r : admitted) {
+    const auto earlier = std::lower_bound(waiting.begin(), waiting.end(), r->arrival_ns,
+                                          [](const sched::Request* w, int64_t t) { return w->arrival_ns < t; });
+    const int64_t num_earlier = earlier - waiting.begin();
+    if (num_earlier == 0) continue;
+    const sched::Request* first = waiting.front();
+    DecisionRecord d;
+    d.event = "admission";
+    d.optimizer = std::string(scheduler_->policies().queue->name());
+    d.reason = r->priority > first->priority ? "higher priority than the earliest waiting request"
+               : r->priority < first->priority
+                   ? "lower priority admitted first: the earlier request's class is held back (starvation bound or KV quota)"
+                   : "same priority: the earlier request does not fit yet (KV blocks, token budget) or a KV quota holds it";
+    d.with("request_id", r->request_id)
+        .with("priority", client(r->priority))
+        .with("waited_ms", static_cast<double>(schedule_ns - r->arrival_ns) * 1e-6)
+        .with("ahead_of", first->request_id)
+        .with("ahead_of_priority", client(first->priority))
+        .with("ahead_of_waited_ms", static_cast<double>(schedule_ns - first->arrival_ns) * 1e-6)
+        .with("num_waiting_earlier", num_earlier)
+        .with("preempted_before", r->num_preemptions);
+    record(std::move(d));
+  }
+}
+
+void Engine::record_requantize(const sched::StepPlan& plan) {
+  const kv::KvLayout& layout = scheduler_->config().kv_layout;
+  DecisionRecord d;
+  d.event = "precision";
+  d.optimizer = std::string(scheduler_->policies().kv->name());
+  d.reason = "full-precision blocks requantized in place";
+  d.with("num_blocks", static_cast<int64_t>(plan.requantize.size()))
+      .with("to", std::string(kv::kv_precision_name(
+                      scheduler_->policy_knobs().kv_quant_precision.value_or(layout.finest.value_or(layout.full)))))
+      .with("kv_usage", scheduler_->metrics().kv_usage);
+  record(std::move(d));
+}
+
+}  // namespace optimate
