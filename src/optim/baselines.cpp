@@ -25,7 +25,7 @@ PreemptDecision RecomputeNewestPolicy::choose_victim(const SchedulerView& view,
       best = i;
   }
   ++num_victims_;
-  return {best, PreemptMode::kRecompute};
+  return {best};
 }
 
 std::vector<PolicyCounter> RecomputeNewestPolicy::counters() const {

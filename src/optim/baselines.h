@@ -21,7 +21,8 @@ class LaunchAtOncePolicy final : public BatchPolicy {
   BatchDecision decide(const SchedulerView& view) override { return {}; }
 };
 
-// The most recently arrived candidate loses its KV and recomputes it when resumed.
+// The most recently arrived candidate loses its KV (recomputed on resume, or swapped to host
+// memory, as the engine's preemption mode decides).
 class RecomputeNewestPolicy final : public PreemptPolicy {
  public:
   std::string_view name() const override { return "recompute-newest"; }

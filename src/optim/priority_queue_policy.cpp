@@ -215,7 +215,7 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
   const RequestView& v = view.running[victim];
   spdlog::debug("priority: KV pool exhausted, preempting '{}' ({})", v.request_id,
                 options_.level_name(options_.level_of(v.priority)));
-  return {victim, PreemptMode::kRecompute};
+  return {victim};
 }
 
 std::vector<PolicyCounter> PriorityVictimPolicy::counters() const {
