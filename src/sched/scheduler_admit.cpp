@@ -9,7 +9,12 @@ namespace optimate::sched {
 bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView& view,
                           int64_t& num_new) {
   if (kv_.is_swapped(r.seq_id)) {
-    // Its blocks come back by a copy this step; it computes from the next one on.
+    // Its blocks come back by a copy this step; it computes from the next one on. Only with
+    // room to spare, a block of growth for each running sequence and itself: taking the last
+    // free blocks would preempt a sequence at the next step and send blocks back and forth.
+    const int64_t blocks = (r.num_computed_tokens + kv_.block_size() - 1) / kv_.block_size();
+    const int64_t headroom = running_.empty() ? 0 : static_cast<int64_t>(running_.size()) + 1;
+    if (kv_.pool().num_free_blocks() < blocks + headroom) return false;
     num_new = 0;
     return kv_.swap_in(r.seq_id);
   }
