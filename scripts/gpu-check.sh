@@ -17,6 +17,8 @@
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
 #   serve.log                 optimate serve --device cuda smoke test (scripts/gpu-serve-smoke.sh)
 #   offline/ offline.log      optimate bench, configs/workloads/offline-1000-h200.toml
+#   swap_tests.log/json swap/ swap.log  the `swap` stage: SwapOnCuda tests, then the
+#                             long-context load recompute vs swap vs auto (optimate bench)
 #   overload/ overload.log    priority under sustained overload through optimate serve
 #                             (scripts/gpu-priority-overload.sh)
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
@@ -26,10 +28,12 @@
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv and adaptive): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv adaptive
+# OPTIMATE_GPU_STAGES (default all but kv, swap and adaptive): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
-# `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv).
+# `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
+# swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
+# preemption load in its three preemption modes; OPTIMATE_SWAP_SETS adds bench flags).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUT_DIR [bench flags]}
 shift
@@ -225,6 +229,25 @@ elif want offline; then
   grep -E "^\|" "$out/offline.log" | head -8 | tee -a "$summary"
   tail -3 "$out/offline.log"
 fi
+swap_status=0
+if want swap && [[ $full -eq 0 ]]; then
+  skipped swap
+  swap_status=1
+elif want swap; then
+  note "== swap preemption and the host prefix tier: tests, then the long-context load (optimate bench)"
+  "$build/tests/test_cuda_engine" --gtest_filter='SwapOnCuda.*' --gtest_output="json:$out/swap_tests.json" \
+    >"$out/swap_tests.log" 2>&1
+  swap_status=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/swap_tests.log" | tee -a "$summary"
+  grep -E "Failure|Expected|Which is" "$out/swap_tests.log" | head -20
+  grep -E "host KV tier" "$out/swap_tests.log" | head -2 | tee -a "$summary"
+  (cd "$root" && "$build/optimate" bench --workload configs/workloads/long-context-h200.toml \
+     --compare long-context-recompute,long-context-swap,long-context-auto --backend cuda --out "$out/swap" \
+     ${OPTIMATE_SWAP_SETS:-}) >"$out/swap.log" 2>&1
+  [[ $? -eq 0 ]] || swap_status=1
+  grep -E "^\||host KV tier" "$out/swap.log" | head -12 | tee -a "$summary"
+  tail -3 "$out/swap.log"
+fi
 if want overload && [[ $full -eq 0 ]]; then
   skipped overload
   overload_status=1
@@ -266,5 +289,5 @@ elif want adaptive; then
   grep -E "^\|" "$out/adaptive.log" | head -5 | tee -a "$summary"
   note "adaptive exit $adaptive_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status"
-[[ $test_status -eq 0 && $kv_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status"
+[[ $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

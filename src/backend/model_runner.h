@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/sampling_params.h"
+#include "kv/kv_copy.h"
 #include "kv/kv_format.h"
 #include "kv/kv_layout.h"
 #include "model/model_config.h"
@@ -27,6 +28,9 @@ struct KvCacheShape {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   kv::KvLayout layout;     // slot size, the runner's full precision, what else it holds
+  // Slots per host arena: the host tier (swap space, then the host prefix cache) in host
+  // memory with the same layout; 0: none (kv/kv_copy.h).
+  int64_t num_host_slots = 0;
 };
 
 // Turns a full-precision block into a quantized one in place: the block keeps its first slot,
@@ -75,6 +79,16 @@ class ModelRunner {
   // Requantizes blocks in place before the next forward (the kv_quant optimizer). Runners whose
   // layout holds only one precision (kv_shape().layout.dynamic() false) never get ops.
   virtual void requantize(std::span<const RequantizeOp> ops) = 0;
+  // Copies blocks between the device arenas and the host tier, after requantize and before the
+  // next forward, in the order given (kv/kv_copy.h). A runner may overlap them with its next
+  // steps, as long as a step that touches a copied block sees the copy done. A runner without
+  // a host tier (kv_shape().num_host_slots 0) never gets copies; this default refuses any.
+  virtual void copy_kv(std::span<const kv::KvCopy> copies) {
+    kv::check_copies(copies, kv_shape().num_blocks, /*host_slots=*/0);
+  }
+  // Bytes per second between the device arenas and the host tier, measured when the runner
+  // was built; 0 without a host tier.
+  virtual double host_link_bytes_per_s() const { return 0.0; }
   // Backends that sample on the device run the batch and draw one token per logits row (rows
   // in slice order, one spec each), so no logits cross to the host. The engine calls it only
   // for rows without penalties, suppressed ids or logprobs, and never with all_logits slices. False, having run nothing, when

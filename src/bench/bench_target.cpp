@@ -1,5 +1,6 @@
 #include "bench/bench_target.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "bench/sim_runner.h"
 #include "bench/toml_override.h"
 #include "core/error.h"
+#include "kv/host_tier.h"
 
 namespace optimate::bench {
 namespace {
@@ -59,16 +61,30 @@ NamedConfig load_named_config(const std::string& name_or_path, const std::vector
   return out;
 }
 
-BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, int64_t logits_vocab_size) {
+BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64_t logits_vocab_size) {
   BuiltEngine b;
   b.fake_clock = std::make_shared<FakeClock>(0);
   b.clock = b.fake_clock;
+  // The card's KV capacity, or less when the configuration asks for less (as num-kv-blocks
+  // does on a GPU); a context beyond the model's when the configuration asks for it (the CUDA
+  // runner allocates what max_model_len says).
+  CostProfile profile = card;
+  if (config.num_kv_blocks > 0) profile.num_kv_blocks = std::min(profile.num_kv_blocks, config.num_kv_blocks);
+  if (config.max_model_len > profile.model.max_position_embeddings)
+    profile.model.max_position_embeddings = config.max_model_len;
   config.block_size = profile.block_size;
   config.num_kv_blocks = profile.num_kv_blocks;
-  if (config.max_model_len == 0 || config.max_model_len > profile.model.max_position_embeddings)
-    config.max_model_len = profile.model.max_position_embeddings;
+  if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
+  // The host tier the settings ask for, when the profile can time its copies.
+  const kv::KvLayout layout = SimModelRunner::plan_layout(profile);
+  const kv::HostTierSlots host =
+      profile.host_link_bytes_per_s > 0.0
+          ? kv::plan_host_tier(gib_bytes(config.swap_space),
+                               config.enable_prefix_caching ? gib_bytes(config.host_prefix_cache_space) : 0,
+                               profile.model.num_layers, layout)
+          : kv::HostTierSlots{};
   auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size), b.clock);
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host.swap + host.prefix), b.clock);
   b.observer = observed.get();
   EngineParts parts;
   parts.runner = std::move(observed);

@@ -39,8 +39,9 @@ struct BuiltEngine {
   std::string device;                     // "sim", "cpu" or "cuda"
 };
 
-// The simulated backend: `profile`'s KV capacity and block size replace the config's.
-BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& profile, int64_t logits_vocab_size);
+// The simulated backend: `card`'s block size replaces the config's, and its KV capacity too
+// unless the config's num_kv_blocks is smaller; a max_model_len beyond the model's extends it.
+BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64_t logits_vocab_size);
 // The real model from config.model on the backend config.device picks (create_engine_parts).
 BuiltEngine build_engine(EngineConfig config);
 

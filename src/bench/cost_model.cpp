@@ -103,6 +103,7 @@ CostProfile load_cost_profile(const std::string& path) {
     get(j, "attention_compute_efficiency", p.attention_compute_efficiency, path);
   get(j, "step_overhead_s", p.step_overhead_s, path);
   get(j, "per_seq_overhead_s", p.per_seq_overhead_s, path);
+  if (j.contains("host_link_bytes_per_s")) get(j, "host_link_bytes_per_s", p.host_link_bytes_per_s, path);
   get(j, "num_kv_blocks", p.num_kv_blocks, path);
   get(j, "block_size", p.block_size, path);
   if (j.contains("sources")) {
@@ -122,6 +123,7 @@ CostProfile load_cost_profile(const std::string& path) {
                       std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"},
                       std::pair{p.attention_compute_efficiency, "attention_compute_efficiency"}})
     if (!(v > 0.0 && v <= 1.0)) fail(ErrorCode::kInvalidFile, "{}: \"{}\" must be in (0, 1]", path, f);
+  if (!(p.host_link_bytes_per_s >= 0.0)) fail(ErrorCode::kInvalidFile, "{}: \"host_link_bytes_per_s\" must be >= 0", path);
   if (p.step_overhead_s < 0 || p.per_seq_overhead_s < 0)
     fail(ErrorCode::kInvalidFile, "{}: overheads must be >= 0", path);
   if (p.num_kv_blocks < 1 || p.block_size < 1)
@@ -148,6 +150,7 @@ std::string cost_profile_to_json(const CostProfile& p) {
             {"attention_compute_efficiency", p.attention_compute_efficiency},
             {"step_overhead_s", p.step_overhead_s},
             {"per_seq_overhead_s", p.per_seq_overhead_s},
+            {"host_link_bytes_per_s", p.host_link_bytes_per_s},
             {"num_kv_blocks", p.num_kv_blocks},
             {"block_size", p.block_size},
             {"sources", p.sources}};

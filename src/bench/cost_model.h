@@ -31,6 +31,9 @@ struct CostProfile {
   double attention_compute_efficiency = 1.0;
   double step_overhead_s = 0.0;     // launch, scheduling and sampling per step
   double per_seq_overhead_s = 0.0;  // per sequence in the step (sampling, bookkeeping)
+  // Between GPU memory and pinned host memory, each way (swap preemption and the host tier of
+  // the prefix cache). Optional in a profile: 0 (absent) gives the simulated engine no host tier.
+  double host_link_bytes_per_s = 0.0;
   int64_t num_kv_blocks = 0;        // KV cache capacity the engine gets
   int64_t block_size = 16;
   std::map<std::string, std::string> sources;  // where each number comes from

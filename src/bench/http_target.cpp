@@ -97,6 +97,8 @@ struct RunState {
   const ProgressFn& progress;
   RunResult& run;
   Clock::time_point t0;
+  std::vector<int64_t> follower;  // the next turn of each request (-1: none)
+  size_t num_independent = 0;     // requests sent at their arrival time; the rest follow one
   size_t next = 0;
   int64_t done = 0;
 
@@ -104,33 +106,42 @@ struct RunState {
 };
 
 // One connection's loop: takes the next request in arrival order, waits for its arrival time
-// (0 for closed loop and offline workloads: at once), sends it and reads the stream.
+// (0 for closed loop and offline workloads: at once), sends it and reads the stream; then, in
+// a multi-turn workload, the conversation's later turns, each after its think time.
 net::awaitable<void> worker(RunState& s) {
   const auto executor = co_await net::this_coro::executor;
   KeepAliveConnection connection(executor, s.server.endpoints, s.server.timeout_s);
   net::steady_timer timer(executor);
   const auto& requests = s.workload.requests;
-  while (s.next < requests.size()) {
-    const size_t i = s.next++;
-    const BenchRequest& br = requests[i];
-    const HttpRequest request = make_request(http::verb::post, "/v1/completions", s.server,
-                                             completion_request_body(br, s.model, s.workload.spec.ignore_eos));
-    timer.expires_at(s.t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(br.arrival_s)));
+  while (s.next < s.num_independent) {
+    const size_t first = s.next++;
+    timer.expires_at(s.t0 + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(requests[first].arrival_s)));
     co_await timer.async_wait(net::use_awaitable);
-
-    RequestRecord& rec = s.run.records[i];
-    rec.id = br.id;
-    rec.priority = br.priority;
-    rec.priority_class = br.priority_class;
-    rec.prompt_tokens = br.prompt_len;
-    rec.arrival_s = s.now_s();
-    CompletionStreamReader reader(rec);
-    ResponseSink sink{[&](int status) { reader.on_status(status); },
-                      [&](std::string_view bytes) { return reader.on_body(bytes, s.now_s()); }};
-    const std::string error = co_await connection.exchange(request, sink);
-    reader.finish(s.now_s(), error);
-    ++s.done;
-    if (s.progress) s.progress(s.done, static_cast<int64_t>(requests.size()), s.now_s());
+    for (int64_t j = static_cast<int64_t>(first); j >= 0; j = s.follower[static_cast<size_t>(j)]) {
+      const size_t i = static_cast<size_t>(j);
+      const BenchRequest& br = requests[i];
+      if (i != first) {
+        timer.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(br.think_s)));
+        co_await timer.async_wait(net::use_awaitable);
+      }
+      const HttpRequest request = make_request(http::verb::post, "/v1/completions", s.server,
+                                               completion_request_body(br, s.model, s.workload.spec.ignore_eos));
+      RequestRecord& rec = s.run.records[i];
+      rec.id = br.id;
+      rec.priority = br.priority;
+      rec.priority_class = br.priority_class;
+      rec.prompt_tokens = br.prompt_len;
+      rec.turn = br.turn;
+      rec.arrival_s = s.now_s();
+      CompletionStreamReader reader(rec);
+      ResponseSink sink{[&](int status) { reader.on_status(status); },
+                        [&](std::string_view bytes) { return reader.on_body(bytes, s.now_s()); }};
+      const std::string error = co_await connection.exchange(request, sink);
+      reader.finish(s.now_s(), error);
+      ++s.done;
+      if (s.progress) s.progress(s.done, static_cast<int64_t>(requests.size()), s.now_s());
+    }
   }
 }
 
@@ -141,7 +152,7 @@ int64_t num_connections(const Workload& workload, const HttpTargetOptions& optio
   int64_t n = options.max_concurrency > 0 ? options.max_concurrency : kDefaultMaxConnections;
   if (closed) n = options.max_concurrency > 0 ? std::min(n, workload.spec.arrival.concurrency)
                                               : workload.spec.arrival.concurrency;
-  return std::min<int64_t>(n, static_cast<int64_t>(workload.requests.size()));
+  return std::min<int64_t>(n, std::max<int64_t>(1, static_cast<int64_t>(num_independent(workload))));
 }
 
 }  // namespace
@@ -162,7 +173,8 @@ RunResult run_http(const std::string& url, const Workload& workload, const HttpT
   RunResult run;
   run.target = url;
   run.records.resize(workload.requests.size());
-  RunState state{workload, server, model, progress, run, Clock::now()};
+  RunState state{workload, server, model, progress, run, Clock::now(), followers(workload)};
+  state.num_independent = num_independent(workload);
   for (int64_t c = 0; c < connections; ++c) net::co_spawn(ioc, worker(state), rethrow);
   run_to_end(ioc);
   return run;

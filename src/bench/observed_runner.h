@@ -40,6 +40,13 @@ class ObservedRunner final : public ModelRunner {
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   StepCapacity capacity() const override { return inner_->capacity(); }
   void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
+  void copy_kv(std::span<const kv::KvCopy> copies) override {
+    inner_->copy_kv(copies);
+    if (!copies.empty()) ++num_copy_batches_;
+  }
+  // Steps that copied blocks to or from the host tier (a step may copy and run nothing).
+  int64_t num_copy_batches() const { return num_copy_batches_; }
+  double host_link_bytes_per_s() const override { return inner_->host_link_bytes_per_s(); }
   const ForwardObservation& last() const { return last_; }
 
  private:
@@ -54,6 +61,7 @@ class ObservedRunner final : public ModelRunner {
   std::unique_ptr<ModelRunner> inner_;
   std::shared_ptr<const Clock> clock_;
   ForwardObservation last_;
+  int64_t num_copy_batches_ = 0;
 };
 
 }  // namespace optimate::bench

@@ -78,6 +78,18 @@ json summary_to_json(const RunSummary& r) {
           {"e2el_ms", stats_json(r.e2el_ms)},
           {"queue_ms", stats_json(r.queue_ms)},
           {"num_preemptions", r.num_preemptions},
+          {"returning_ttft_ms", stats_json(r.returning_ttft_ms)},
+          {"engine", {{"prefix_queries_tokens", r.engine.prefix_queries_tokens},
+                      {"prefix_hits_tokens", r.engine.prefix_hits_tokens},
+                      {"prefix_hit_rate", num(r.prefix_hit_rate)},
+                      {"host_prefix_queries_tokens", r.engine.host_prefix_queries_tokens},
+                      {"host_prefix_hits_tokens", r.engine.host_prefix_hits_tokens},
+                      {"host_prefix_hit_rate", num(r.host_prefix_hit_rate)},
+                      {"recompute_preemptions", r.engine.recompute_preemptions},
+                      {"swap_preemptions", r.engine.swap_preemptions},
+                      {"swapped_out_blocks", r.engine.swapped_out_blocks},
+                      {"swapped_in_blocks", r.engine.swapped_in_blocks},
+                      {"preempted_s", num(r.engine.preempted_s)}}},
           {"classes", classes},
           {"num_steps", r.num_steps},
           {"batch_size", stats_json(r.batch_size)},
@@ -100,6 +112,7 @@ json run_to_json(const RunResult& run, const RunSummary& summary) {
                        {"first_token_s", num(r.first_token_s)}, {"finish_s", num(r.finish_s)},
                        {"token_times_s", times}, {"prompt_tokens", r.prompt_tokens},
                        {"output_tokens", r.output_tokens}, {"num_preemptions", r.num_preemptions},
+                       {"turn", r.turn},
                        {"success", r.success}, {"error", r.error}});
   }
   json steps = json::array();

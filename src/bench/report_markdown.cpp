@@ -50,6 +50,13 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   const int64_t high = has_classes ? base.classes.front().priority : 0;
   const int64_t low = has_classes ? base.classes.back().priority : 0;
   const bool has_steps = base.num_steps > 0;
+  const bool has_turns = base.returning_ttft_ms.count > 0;
+  const bool has_preemptions = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) {
+    return r.engine.swap_preemptions > 0 || r.engine.recompute_preemptions > 0;
+  });
+  const bool has_host_tier = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) {
+    return r.engine.host_prefix_queries_tokens > 0;
+  });
   const bool has_gpu = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) { return r.gpu_util_pct.count > 0; });
 
   std::vector<Column> cols = {
@@ -67,6 +74,18 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
     cols.back().header = fmt::format("{} P99 TTFT (ms)", base.classes.front().name);
     cols.push_back({"", 0, [](const RunSummary& r, int64_t, int64_t l) { return max_wait_ms(find_class(r, l)); }});
     cols.back().header = fmt::format("{} max wait (ms)", base.classes.back().name);
+  }
+  if (has_turns) {
+    cols.push_back({"Returning P50 TTFT (ms)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.returning_ttft_ms.median; }});
+    cols.push_back({"Returning P99 TTFT (ms)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.returning_ttft_ms.p99; }});
+  }
+  if (has_preemptions) {
+    cols.push_back({"P99 E2E (ms)", 0, [](const RunSummary& r, int64_t, int64_t) { return r.e2el_ms.p99; }});
+    cols.push_back({"Preempted (s)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.engine.preempted_s; }});
+  }
+  if (has_host_tier || has_turns) {
+    cols.push_back({"Prefix hits GPU %", 1, [](const RunSummary& r, int64_t, int64_t) { return 100.0 * r.prefix_hit_rate; }});
+    cols.push_back({"Prefix hits host %", 1, [](const RunSummary& r, int64_t, int64_t) { return 100.0 * r.host_prefix_hit_rate; }});
   }
   if (has_steps)
     cols.push_back({"Busy %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.busy_fraction * 100.0; }});
@@ -123,6 +142,20 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
     row(fmt::format("P99 {} (ms)", name), [&](const RunSummary& r) { return (r.*member).p99; }, 2);
   }
   row("Preemptions", [](const RunSummary& r) { return double(r.num_preemptions); }, 0);
+  if (has_preemptions) {
+    row("Preemptions by recompute", [](const RunSummary& r) { return double(r.engine.recompute_preemptions); }, 0);
+    row("Preemptions by swap", [](const RunSummary& r) { return double(r.engine.swap_preemptions); }, 0);
+    row("Blocks swapped out", [](const RunSummary& r) { return double(r.engine.swapped_out_blocks); }, 0);
+    row("Preempted time, summed (s)", [](const RunSummary& r) { return r.engine.preempted_s; }, 2);
+  }
+  if (has_turns) {
+    row("Median TTFT, returning turns (ms)", [](const RunSummary& r) { return r.returning_ttft_ms.median; }, 2);
+    row("P99 TTFT, returning turns (ms)", [](const RunSummary& r) { return r.returning_ttft_ms.p99; }, 2);
+  }
+  if (has_host_tier || has_turns) {
+    row("Prefix cache hit rate, GPU tier (%)", [](const RunSummary& r) { return 100.0 * r.prefix_hit_rate; }, 1);
+    row("Prefix cache hit rate, host tier (%)", [](const RunSummary& r) { return 100.0 * r.host_prefix_hit_rate; }, 1);
+  }
   if (has_steps) {
     row("Mean batch size (seqs)", [](const RunSummary& r) { return r.batch_size.mean; }, 1);
     row("P99 batch size (seqs)", [](const RunSummary& r) { return r.batch_size.p99; }, 1);

@@ -24,6 +24,7 @@ struct RequestRecord {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
   int64_t num_preemptions = 0;
+  int64_t turn = 0;  // multi-turn workloads: 0 for a conversation's first turn
   bool success = false;
   std::string error;  // why it failed
 };
@@ -53,6 +54,20 @@ struct GpuUsage {
   std::vector<GpuSample> samples;
 };
 
+// What the engine did over the run (in-process and simulated targets): prefix-cache lookups
+// per tier, in tokens, and preemptions by how the victims gave their KV back.
+struct EngineTotals {
+  int64_t prefix_queries_tokens = 0;       // the device tier
+  int64_t prefix_hits_tokens = 0;
+  int64_t host_prefix_queries_tokens = 0;  // the host tier (the device tier's misses)
+  int64_t host_prefix_hits_tokens = 0;
+  int64_t recompute_preemptions = 0;
+  int64_t swap_preemptions = 0;
+  int64_t swapped_out_blocks = 0;
+  int64_t swapped_in_blocks = 0;
+  double preempted_s = 0.0;  // preempted requests' time until back where they stopped, summed
+};
+
 struct RunResult {
   std::string label;        // configuration name: "baseline", "A", "max_wait_ms=50", ...
   std::string description;  // one line for the report: what the configuration turns on
@@ -60,6 +75,7 @@ struct RunResult {
   std::vector<RequestRecord> records;
   std::vector<StepSample> steps;
   int64_t num_preemptions = 0;  // engine-wide count (in-process targets)
+  EngineTotals engine;          // in-process targets
   GpuUsage gpu;
 };
 

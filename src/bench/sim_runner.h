@@ -2,14 +2,20 @@
 // by the cost model's time for the batch it is given. The real scheduler and optimizers run
 // on top of it unchanged, so policies can be compared at H200 scale on any CPU, and the same
 // workload and profile always give the same report.
+//
+// Copies to and from the host tier take bytes / host_link_bytes_per_s on a copy engine of
+// their own, one batch after another, overlapped with the steps; a step whose blocks are among
+// copies not yet done starts when they are (as the CUDA runner waits on their event).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "backend/model_runner.h"
 #include "bench/cost_model.h"
 #include "core/clock.h"
+#include "kv/copy_tracker.h"
 
 namespace optimate::bench {
 
@@ -19,12 +25,17 @@ class SimModelRunner final : public ModelRunner {
   // exceed the largest prompt token id, and keeping it small keeps sampling cheap. The step
   // cost still uses the profile's vocabulary. Rows are all zero, so greedy sampling picks token
   // 0; the model has no EOS, so every request runs to max_tokens.
-  SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size);
+  SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
+                 int64_t num_host_slots = 0);
+  // The KV layout a profile gives (its bytes per element name the precision).
+  static kv::KvLayout plan_layout(const CostProfile& profile);
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
   // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it).
   void requantize(std::span<const RequantizeOp>) override {}
+  void copy_kv(std::span<const kv::KvCopy> copies) override;
+  double host_link_bytes_per_s() const override { return kv_shape_.num_host_slots > 0 ? cost_.profile().host_link_bytes_per_s : 0.0; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   // Greedy rows draw token 0 (the argmax of an all-zero row) without building the logits, as
   // a GPU backend samples on the device; a step with any other row returns false and goes
@@ -34,6 +45,8 @@ class SimModelRunner final : public ModelRunner {
 
   const CostModel& cost_model() const { return cost_; }
   const StepCost& last_step() const { return last_; }
+  // Time steps spent waiting for copies, since the start.
+  double copy_wait_s() const { return static_cast<double>(copy_wait_ns_) * 1e-9; }
 
  private:
   CostModel cost_;
@@ -41,6 +54,11 @@ class SimModelRunner final : public ModelRunner {
   ModelConfig config_;
   KvCacheShape kv_shape_;
   StepCost last_;
+  kv::CopyTracker copies_;
+  std::map<int64_t, int64_t> copy_done_ns_;  // batches in flight: id -> when the copy engine finishes it
+  int64_t copy_engine_free_ns_ = 0;
+  int64_t next_copy_batch_ = 0;
+  int64_t copy_wait_ns_ = 0;
 
   // Advances the clock by the batch's cost; returns the number of logits rows.
   size_t run(const ForwardBatch& batch);

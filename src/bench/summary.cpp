@@ -29,6 +29,7 @@ RunSummary summarize(const RunResult& run) {
   out.description = run.description;
   out.target = run.target;
   Samples all;
+  std::vector<double> returning_ttft;
   std::map<int64_t, std::pair<ClassSummary, Samples>> classes;
   double end_s = 0.0;
   for (const RequestRecord& r : run.records) {
@@ -48,7 +49,15 @@ RunSummary summarize(const RunResult& run) {
     end_s = std::max(end_s, r.finish_s);
     add_request(r, all);
     add_request(r, samples);
+    if (r.turn > 0) returning_ttft.push_back((r.first_token_s - r.arrival_s) * 1e3);
   }
+  out.returning_ttft_ms = sample_stats(returning_ttft);
+  out.engine = run.engine;
+  auto rate = [](int64_t hits, int64_t queries) {
+    return queries > 0 ? static_cast<double>(hits) / static_cast<double>(queries) : std::nan("");
+  };
+  out.prefix_hit_rate = rate(run.engine.prefix_hits_tokens, run.engine.prefix_queries_tokens);
+  out.host_prefix_hit_rate = rate(run.engine.host_prefix_hits_tokens, run.engine.host_prefix_queries_tokens);
   out.num_preemptions += run.num_preemptions;
   out.duration_s = end_s;
   if (end_s > 0.0) {

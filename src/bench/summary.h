@@ -39,6 +39,12 @@ struct RunSummary {
   SampleStats e2el_ms;   // finish - send
   SampleStats queue_ms;  // first scheduled - send
   int64_t num_preemptions = 0;
+  // Multi-turn workloads: TTFT of the turns after a conversation's first (count 0 otherwise).
+  SampleStats returning_ttft_ms;
+  EngineTotals engine;  // in-process targets
+  // Prefix-cache hit rates per tier (hits / queries, in tokens; NaN without queries).
+  double prefix_hit_rate = 0.0;
+  double host_prefix_hit_rate = 0.0;
   std::vector<ClassSummary> classes;  // most important first
   // Engine side, from step samples (absent over HTTP).
   int64_t num_steps = 0;

@@ -11,7 +11,7 @@ namespace optimate::bench {
 namespace {
 
 // One stream per random quantity (see derive_seed).
-enum Stream : uint64_t { kArrivals, kPromptLens, kOutputLens, kPriorities, kTokens, kPrefixes };
+enum Stream : uint64_t { kArrivals, kPromptLens, kOutputLens, kPriorities, kTokens, kPrefixes, kTurns };
 
 void validate(const WorkloadSpec& spec) {
   if (spec.num_requests < 0 || (!spec.trace && spec.num_requests == 0))
@@ -39,6 +39,13 @@ void validate(const WorkloadSpec& spec) {
          "workload.prefix: need groups >= 0, length >= 0, 0 <= fraction <= 1");
   if (p.num_groups > 0 && p.length == 0)
     fail(ErrorCode::kInvalidArgument, "workload.prefix.length must be >= 1 with groups > 0");
+  if (spec.conversation) {
+    if (spec.trace)
+      fail(ErrorCode::kInvalidArgument, "workload.conversation and workload.trace do not go together");
+    validate_length_spec(spec.conversation->turns, "workload.conversation.turns");
+    if (!(spec.conversation->think_s >= 0.0))
+      fail(ErrorCode::kInvalidArgument, "workload.conversation.think_s must be >= 0");
+  }
 }
 
 std::vector<int32_t> random_tokens(int64_t n, const WorkloadSpec& spec, Random& rng) {
@@ -81,6 +88,89 @@ const char* arrival_kind_name(ArrivalKind kind) {
   return "?";
 }
 
+std::vector<int64_t> followers(const Workload& workload) {
+  std::vector<int64_t> out(workload.requests.size(), -1);
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    const int64_t after = workload.requests[i].after;
+    if (after >= 0) out.at(static_cast<size_t>(after)) = static_cast<int64_t>(i);
+  }
+  return out;
+}
+
+size_t num_independent(const Workload& workload) {
+  const auto& r = workload.requests;
+  return static_cast<size_t>(std::find_if(r.begin(), r.end(), [](const BenchRequest& x) { return x.after >= 0; }) -
+                             r.begin());
+}
+
+namespace {
+
+// One seeded stream per random quantity.
+struct Streams {
+  Random arrival, prompt, output, priority, token, prefix, turn;
+  explicit Streams(uint64_t seed)
+      : arrival(derive_seed(seed, kArrivals)), prompt(derive_seed(seed, kPromptLens)),
+        output(derive_seed(seed, kOutputLens)), priority(derive_seed(seed, kPriorities)),
+        token(derive_seed(seed, kTokens)), prefix(derive_seed(seed, kPrefixes)), turn(derive_seed(seed, kTurns)) {}
+};
+
+// Conversations: a first turn per arrival, then every later turn after the one before it.
+void add_conversations(const WorkloadSpec& spec, const std::vector<std::vector<int32_t>>& prefixes,
+                       Streams& rng, Workload& w) {
+  const ConversationSpec& cs = *spec.conversation;
+  const std::vector<double> arrivals = draw_arrivals(spec.arrival, spec.num_requests, rng.arrival);
+  std::vector<BenchRequest> first, later;
+  std::vector<std::vector<BenchRequest>> turns(static_cast<size_t>(spec.num_requests));
+  for (int64_t c = 0; c < spec.num_requests; ++c) {
+    const int64_t num_turns = draw_length(cs.turns, rng.turn);
+    const PriorityClass* cls = draw_class(spec.priorities, rng.priority);
+    const bool in_group = !prefixes.empty() && rng.prefix.uniform() < spec.prefix.fraction;
+    const int64_t group = in_group ? rng.prefix.uniform_int(0, spec.prefix.num_groups - 1) : -1;
+    std::vector<int32_t> history = group >= 0 ? prefixes[static_cast<size_t>(group)] : std::vector<int32_t>{};
+    for (int64_t t = 0; t < num_turns; ++t) {
+      BenchRequest r;
+      r.id = fmt::format("{}-{}.{}", spec.name, c, t);
+      r.conversation = c;
+      r.turn = t;
+      r.arrival_s = arrivals[static_cast<size_t>(c)];
+      r.think_s = t == 0 ? 0.0 : cs.think_fixed ? cs.think_s : (cs.think_s > 0.0 ? rng.turn.exponential(1.0 / cs.think_s) : 0.0);
+      r.priority = cls ? cls->priority : 0;
+      r.priority_class = cls ? cls->name : "p0";
+      r.prefix_group = group;
+      const std::vector<int32_t> user = random_tokens(draw_length(spec.prompt, rng.prompt), spec, rng.token);
+      history.insert(history.end(), user.begin(), user.end());
+      r.prompt_token_ids = history;
+      r.prompt_len = static_cast<int64_t>(history.size());
+      r.max_tokens = draw_length(spec.output, rng.output);
+      const std::vector<int32_t> answer = random_tokens(r.max_tokens, spec, rng.token);
+      history.insert(history.end(), answer.begin(), answer.end());
+      turns[static_cast<size_t>(c)].push_back(std::move(r));
+    }
+  }
+  // First turns in arrival order, then the later ones; `after` names the previous turn's index.
+  std::vector<int64_t> order(static_cast<size_t>(spec.num_requests));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return arrivals[static_cast<size_t>(a)] < arrivals[static_cast<size_t>(b)]; });
+  std::vector<int64_t> index_of_first(static_cast<size_t>(spec.num_requests), -1);
+  for (int64_t c : order) {
+    if (turns[static_cast<size_t>(c)].empty()) continue;
+    index_of_first[static_cast<size_t>(c)] = static_cast<int64_t>(w.requests.size());
+    w.requests.push_back(turns[static_cast<size_t>(c)][0]);
+  }
+  for (int64_t c : order) {
+    int64_t previous = index_of_first[static_cast<size_t>(c)];
+    for (size_t t = 1; t < turns[static_cast<size_t>(c)].size(); ++t) {
+      BenchRequest r = turns[static_cast<size_t>(c)][t];
+      r.after = previous;
+      previous = static_cast<int64_t>(w.requests.size());
+      w.requests.push_back(std::move(r));
+    }
+  }
+}
+
+}  // namespace
+
 Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   validate(spec);
   std::vector<TraceRecord> trace;
@@ -90,20 +180,25 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   }
   const int64_t n = spec.trace ? static_cast<int64_t>(trace.size()) : spec.num_requests;
 
-  Random arrival_rng(derive_seed(spec.seed, kArrivals));
-  Random prompt_rng(derive_seed(spec.seed, kPromptLens));
-  Random output_rng(derive_seed(spec.seed, kOutputLens));
-  Random priority_rng(derive_seed(spec.seed, kPriorities));
-  Random token_rng(derive_seed(spec.seed, kTokens));
-  Random prefix_rng(derive_seed(spec.seed, kPrefixes));
+  Streams rng(spec.seed);
+  Random& arrival_rng = rng.arrival;
+  Random& prompt_rng = rng.prompt;
+  Random& output_rng = rng.output;
+  Random& priority_rng = rng.priority;
+  Random& token_rng = rng.token;
+  Random& prefix_rng = rng.prefix;
 
   std::vector<std::vector<int32_t>> prefixes;
   for (int64_t g = 0; g < spec.prefix.num_groups; ++g)
     prefixes.push_back(random_tokens(spec.prefix.length, spec, prefix_rng));
 
-  const std::vector<double> arrivals = draw_arrivals(spec.arrival, n, arrival_rng);
   Workload w;
   w.spec = spec;
+  if (spec.conversation) {
+    add_conversations(spec, prefixes, rng, w);
+    return w;
+  }
+  const std::vector<double> arrivals = draw_arrivals(spec.arrival, n, arrival_rng);
   w.requests.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     BenchRequest& r = w.requests[static_cast<size_t>(i)];

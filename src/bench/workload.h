@@ -82,6 +82,18 @@ struct TraceSpec {
   TraceFormat format = TraceFormat::kAuto;
 };
 
+// Multi-turn chat: each request the arrival process draws opens a conversation of `turns`
+// turns. A turn is sent think time after the previous one finished, and its prompt resends the
+// history (every earlier prompt and answer) followed by a new user message of the prompt
+// length distribution. The answers resent are the workload's own tokens of the turn's output
+// length, not the model's (as benchmarks that replay a chat dataset resend its answers), so a
+// returning turn finds at most its previous prompt in the prefix cache.
+struct ConversationSpec {
+  LengthSpec turns{.kind = LengthKind::kFixed, .value = 4};
+  double think_s = 0.0;       // mean seconds between an answer and the next turn
+  bool think_fixed = false;   // false: exponential with that mean
+};
+
 struct WorkloadSpec {
   std::string name = "workload";
   uint64_t seed = 0;
@@ -92,6 +104,8 @@ struct WorkloadSpec {
   std::vector<PriorityClass> priorities;  // empty: every request has priority 0
   PrefixSpec prefix;
   std::optional<TraceSpec> trace;
+  // Set: num_requests conversations of several turns each (no trace).
+  std::optional<ConversationSpec> conversation;
   // Synthetic prompt tokens are drawn from [token_id_min, token_id_max], away from the special
   // tokens at both ends of common vocabularies.
   int64_t token_id_min = 1000;
@@ -111,12 +125,25 @@ struct BenchRequest {
   int64_t priority = 0;
   std::string priority_class;             // name from the mix, or "p<N>"
   int64_t prefix_group = -1;
+  // Multi-turn: the conversation and turn (0 first); a later turn is sent think_s after the
+  // request at index `after` (of Workload::requests) finished, not at arrival_s.
+  int64_t conversation = -1;
+  int64_t turn = 0;
+  int64_t after = -1;
+  double think_s = 0.0;
 };
 
 struct Workload {
   WorkloadSpec spec;
-  std::vector<BenchRequest> requests;  // sorted by arrival_s
+  // Sorted by arrival_s; the later turns of conversations follow the rest, each after the
+  // turn it follows.
+  std::vector<BenchRequest> requests;
 };
+
+// The request each request is followed by (index into requests, -1: none).
+std::vector<int64_t> followers(const Workload& workload);
+// How many requests are sent at their arrival time: the first ones; the rest follow another.
+size_t num_independent(const Workload& workload);
 
 // Turns text into token ids (the model's tokenizer); lets a trace of texts have exact lengths.
 using TextEncoder = std::function<std::vector<int32_t>(const std::string&)>;

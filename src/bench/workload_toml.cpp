@@ -160,6 +160,19 @@ WorkloadSpec read_spec(const toml::table& doc, const std::string& source) {
     pr.read("fraction", spec.prefix.fraction);
     pr.reject_unknown();
   }
+  if (const toml::table* c = r.table("conversation")) {
+    TableReader cr(*c, "workload.conversation", source);
+    ConversationSpec conv;
+    conv.turns = read_length(cr.table("turns"), "workload.conversation.turns", conv.turns, source);
+    cr.read("think_s", conv.think_s);
+    std::string think = "exponential";
+    cr.read("think", think);
+    if (think == "fixed") conv.think_fixed = true;
+    else if (think != "exponential")
+      fail(ErrorCode::kInvalidFile, "{}: workload.conversation.think \"{}\" is not exponential or fixed", source, think);
+    cr.reject_unknown();
+    spec.conversation = conv;
+  }
   if (const toml::table* t = r.table("trace")) {
     TableReader tr(*t, "workload.trace", source);
     TraceSpec trace;

@@ -39,6 +39,8 @@ std::string option_toml(const OptionValue& value);
 
 // "4GiB", "512MiB", "1.5GB", "1048576": bytes. Error(kInvalidArgument) naming `what`.
 int64_t parse_byte_size(std::string_view text, std::string_view what);
+// A setting given in GiB (swap_space, host_prefix_cache_space), in bytes.
+inline int64_t gib_bytes(double gib) { return static_cast<int64_t>(gib * 1073741824.0); }
 // "name" or "name:key=value,key=value"; values parse as bool, integer, float, else string.
 OptimizerSpec parse_optimizer_flag(std::string_view text);
 

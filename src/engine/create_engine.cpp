@@ -68,6 +68,22 @@ std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
   return std::nullopt;
 }
 
+// The host tier's slots the settings ask for; `cap_bytes` (> 0) bounds the two regions
+// together, each shrunk in proportion.
+kv::HostTierSlots host_tier_slots(const EngineArgs& args, const ModelConfig& mc, const kv::KvLayout& layout,
+                                  int64_t cap_bytes) {
+  double swap = static_cast<double>(gib_bytes(args.swap_space));
+  double prefix = args.enable_prefix_caching ? static_cast<double>(gib_bytes(args.host_prefix_cache_space)) : 0.0;
+  if (cap_bytes > 0 && swap + prefix > static_cast<double>(cap_bytes)) {
+    const double scale = static_cast<double>(cap_bytes) / (swap + prefix);
+    spdlog::info("host KV tier: {:.2f} GiB asked, {:.2f} GiB given (a quarter of available memory)",
+                 (swap + prefix) / 1073741824.0, cap_bytes / 1073741824.0);
+    swap *= scale;
+    prefix *= scale;
+  }
+  return kv::plan_host_tier(static_cast<int64_t>(swap), static_cast<int64_t>(prefix), mc.num_layers, layout);
+}
+
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
@@ -90,6 +106,9 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
            2 * mc.num_layers * layout.slot_bytes * slots_per_block},
       options.num_threads > 0 ? options.num_threads : omp_get_max_threads());
   options.num_kv_blocks = fixed_slots > 0 ? fixed_slots : plan.num_kv_blocks * slots_per_block;
+  const kv::HostTierSlots host = host_tier_slots(
+      args, mc, layout, static_cast<int64_t>(cpu::kKvShareOfAvailable * static_cast<double>(cpu::available_memory_bytes())));
+  options.num_host_slots = host.swap + host.prefix;
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
   spdlog::info("CPU backend: weights {:.1f} MB, {}, {} activations, {} kernels, {} threads", runner->weight_bytes() / 1e6,
                plan.describe(), args.cpu_activations, cpu::cpu_isa_name(runner->isa()), runner->num_threads());
@@ -108,6 +127,8 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
   options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest_precision = kv_quant_precision(args);
+  const kv::HostTierSlots host = host_tier_slots(args, model.config, cuda::CudaModelRunner::plan_layout(model.config, options), 0);
+  options.num_host_slots = host.swap + host.prefix;
   std::unique_ptr<cuda::CudaModelRunner> runner =
       dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
             : std::make_unique<cuda::CudaModelRunner>(model, options);

@@ -49,6 +49,12 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.enable_prefix_caching = c.enable_prefix_caching;
   s.kv_layout = shape.layout;
   s.eos_token_ids = runner.config().eos_token_ids;
+  // The host tier the settings ask for, within what the runner allocated.
+  s.host_slots = kv::plan_host_tier(gib_bytes(c.swap_space), c.enable_prefix_caching ? gib_bytes(c.host_prefix_cache_space) : 0,
+                                    shape.num_layers, shape.layout, shape.num_host_slots);
+  s.kv_bytes_per_slot = 2 * shape.num_layers * shape.layout.slot_bytes;
+  s.host_link_bytes_per_s = runner.host_link_bytes_per_s();
+  s.preemption_mode = optim::parse_preemption_setting(c.preemption_mode);
   return s;
 }
 
@@ -216,16 +222,17 @@ std::vector<RequestOutput> Engine::step() {
     record_admissions(plan, start_ns);
     if (!plan.requantize.empty()) record_requantize(plan);
   }
+  runner_->requantize(plan.requantize);
+  runner_->copy_kv(plan.copies);  // a step may copy blocks and run nothing (a swap-in)
   idle_until_ns_.reset();
   if (plan.empty()) {
     // Nothing ran: without a retry time from the batch policy, look again after a short
     // pause rather than spin.
-    if (scheduler_->has_unfinished())
+    if (scheduler_->has_unfinished() && plan.copies.empty())
       idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
     if (window_) for (const RequestOutput& o : out) window_->on_output(o, start_ns);
     return out;
   }
-  runner_->requantize(plan.requantize);
   ForwardBatch batch;
   batch.seqs.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)

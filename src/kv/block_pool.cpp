@@ -80,7 +80,9 @@ void BlockPool::evict(int32_t slot) {
     std::erase(it->second, slot);
     if (it->second.empty()) cached_.erase(it);
   }
+  if (record_evictions_) evicted_.push_back({entry_of(slot), *b.hash});
   b.hash.reset();
+  --num_cached_blocks_;
   ++counters_.evictions;
 }
 
@@ -130,6 +132,23 @@ std::vector<int32_t> BlockPool::allocate(int64_t count, KvPrecision precision) {
       slot = take_empty_page(size, precision);
     }
     out.push_back(entry_of(slot));
+  }
+  return out;
+}
+
+std::vector<int32_t> BlockPool::allocate_each(std::span<const KvPrecision> precisions) {
+  std::map<KvPrecision, std::vector<size_t>> by_precision;
+  for (size_t i = 0; i < precisions.size(); ++i) by_precision[precisions[i]].push_back(i);
+  std::vector<int32_t> out(precisions.size());
+  std::vector<int32_t> taken;
+  for (const auto& [precision, indices] : by_precision) {
+    const std::vector<int32_t> got = allocate(static_cast<int64_t>(indices.size()), precision);
+    if (got.empty()) {
+      release(taken);
+      return {};
+    }
+    for (size_t k = 0; k < indices.size(); ++k) out[indices[k]] = got[k];
+    taken.insert(taken.end(), got.begin(), got.end());
   }
   return out;
 }
@@ -229,6 +248,7 @@ void BlockPool::cache_block(int32_t entry, BlockHash hash) {
   if (b.hash) return;
   cached_[hash].push_back(entry_slot(entry));
   b.hash = hash;
+  ++num_cached_blocks_;
 }
 
 void BlockPool::count_prefix_lookup(int64_t query_tokens, int64_t hit_tokens) {
@@ -239,6 +259,7 @@ void BlockPool::count_prefix_lookup(int64_t query_tokens, int64_t hit_tokens) {
 void BlockPool::reset_prefix_cache() {
   for (auto& s : slots_) s.hash.reset();
   cached_.clear();
+  num_cached_blocks_ = 0;
 }
 
 }  // namespace optimate::kv

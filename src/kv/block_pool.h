@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -35,6 +36,13 @@ struct BlockPoolCounters {
   int64_t evictions = 0;              // cached blocks reused for new content
   int64_t requantized_blocks = 0;     // full-precision blocks turned quantized in place
   std::map<KvPrecision, int64_t> requantized_to;  // the same, by the precision they took
+};
+
+// A cached block whose space allocate() took for new content (its bytes are still intact until
+// the new owner writes them).
+struct EvictedBlock {
+  int32_t entry = 0;
+  BlockHash hash = 0;
 };
 
 class BlockPool {
@@ -61,6 +69,9 @@ class BlockPool {
   // Takes `count` blocks (ref count 1) of `precision`; evicts whatever cached content the
   // space held. Returns an empty vector, changing nothing, when fewer than `count` fit.
   std::vector<int32_t> allocate(int64_t count, KvPrecision precision);
+  // One block (ref count 1) per precision given, entries in the same order; all or none (an
+  // empty vector when they do not fit, though cached content may have been evicted trying).
+  std::vector<int32_t> allocate_each(std::span<const KvPrecision> precisions);
   // Adds a reference to blocks found in the prefix cache; free ones leave the free queues.
   void touch(std::span<const int32_t> entries);
   // Drops one reference from each block; a block reaching zero becomes free, keeping its cached
@@ -83,6 +94,13 @@ class BlockPool {
   int32_t ref_count(int32_t entry) const { return block(entry).ref_count; }
   KvPrecision precision(int32_t entry) const { return block(entry).precision; }
   bool is_free(int32_t entry) const { return block(entry).ref_count == 0; }
+
+  // While on, allocate() remembers the cached blocks it evicts until take_evicted() (the host
+  // tier of the prefix cache copies them out before they are overwritten).
+  void record_evictions(bool on) { record_evictions_ = on; }
+  std::vector<EvictedBlock> take_evicted() { return std::exchange(evicted_, {}); }
+  // Blocks holding a registered hash, free or not.
+  int64_t num_cached_blocks() const { return num_cached_blocks_; }
 
   void count_prefix_lookup(int64_t query_tokens, int64_t hit_tokens);
   const BlockPoolCounters& counters() const { return counters_; }
@@ -122,6 +140,9 @@ class BlockPool {
   int64_t live_slots_ = 0;
   std::map<KvPrecision, int64_t> live_blocks_;
   std::unordered_map<BlockHash, std::vector<int32_t>> cached_;  // hash -> first slot of every copy
+  int64_t num_cached_blocks_ = 0;
+  bool record_evictions_ = false;
+  std::vector<EvictedBlock> evicted_;
   BlockPoolCounters counters_;
 };
 

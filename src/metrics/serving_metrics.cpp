@@ -145,6 +145,36 @@ ServingMetrics::ServingMetrics(Registry& r, std::string model_name, int64_t max_
       kv_requantized_blocks_(r.counter("optimate:kv_requantized_blocks",
                                        "KV-cache blocks converted to another precision.",
                                        with(with(kModel, "from"), "to"))),
+      host_prefix_cache_queries_(r.counter("optimate:host_prefix_cache_queries",
+                                           "Host-tier prefix cache queries, in terms of number of queried tokens "
+                                           "(those the device tier missed).",
+                                           kModel)
+                                     .labels(model_label())),
+      host_prefix_cache_hits_(r.counter("optimate:host_prefix_cache_hits",
+                                        "Host-tier prefix cache hits, in terms of number of tokens restored "
+                                        "from host memory.",
+                                        kModel)
+                                  .labels(model_label())),
+      kv_swapped_out_blocks_(r.counter("optimate:kv_swapped_out_blocks",
+                                       "KV-cache blocks of preempted requests copied to host memory.", kModel)
+                                 .labels(model_label())),
+      kv_swapped_in_blocks_(r.counter("optimate:kv_swapped_in_blocks",
+                                      "KV-cache blocks copied back from host memory on readmission.", kModel)
+                                .labels(model_label())),
+      preemptions_by_mode_(r.counter("optimate:preemptions",
+                                     "Preemptions by how the victim gave its KV back (recompute or swap) and why.",
+                                     with(with(kModel, "mode"), "reason"))),
+      host_swap_used_blocks_(r.gauge("optimate:host_kv_swap_used_blocks",
+                                     "Host swap-space blocks holding preempted requests' KV.", kModel)
+                                 .labels(model_label())),
+      host_swap_total_blocks_(r.gauge("optimate:host_kv_swap_total_blocks", "Host swap-space blocks.", kModel)
+                                  .labels(model_label())),
+      host_prefix_cached_blocks_(r.gauge("optimate:host_prefix_cache_blocks",
+                                         "Host prefix-cache blocks holding a cached prefix.", kModel)
+                                     .labels(model_label())),
+      host_prefix_total_blocks_(r.gauge("optimate:host_prefix_cache_total_blocks", "Host prefix-cache blocks.",
+                                        kModel)
+                                    .labels(model_label())),
       optimizer_events_(r.counter("optimate:optimizer_events",
                                   "Optimizer decisions, fallbacks and run-time changes.",
                                   with(with(kModel, "optimizer"), "event"))),
@@ -169,6 +199,10 @@ void ServingMetrics::set_scheduler_state(const SchedulerSnapshot& s) {
   gpu_cache_usage_perc_.set(usage);
   kv_used_blocks_.set(static_cast<double>(s.kv_used_blocks));
   kv_total_blocks_.set(static_cast<double>(s.kv_total_blocks));
+  host_swap_used_blocks_.set(static_cast<double>(s.host_swap_used_blocks));
+  host_swap_total_blocks_.set(static_cast<double>(s.host_swap_total_blocks));
+  host_prefix_cached_blocks_.set(static_cast<double>(s.host_prefix_cached_blocks));
+  host_prefix_total_blocks_.set(static_cast<double>(s.host_prefix_total_blocks));
 
   std::map<std::string, int64_t> waiting_by_label;
   for (const auto& [priority, count] : s.num_waiting_by_priority)
@@ -194,6 +228,13 @@ void ServingMetrics::record_step(const StepStats& step) {
   generation_tokens_.inc(static_cast<double>(step.num_generation_tokens));
   prefix_cache_queries_.inc(static_cast<double>(step.prefix_cache_queries));
   prefix_cache_hits_.inc(static_cast<double>(step.prefix_cache_hits));
+  host_prefix_cache_queries_.inc(static_cast<double>(step.host_prefix_cache_queries));
+  host_prefix_cache_hits_.inc(static_cast<double>(step.host_prefix_cache_hits));
+  kv_swapped_out_blocks_.inc(static_cast<double>(step.kv_swapped_out_blocks));
+  kv_swapped_in_blocks_.inc(static_cast<double>(step.kv_swapped_in_blocks));
+  for (const auto& [mode, reasons] : step.preemptions_by_mode)
+    for (const auto& [reason, count] : reasons)
+      if (count > 0) preemptions_by_mode_.labels({model_name_, mode, reason}).inc(static_cast<double>(count));
   int64_t tokens = step.num_prompt_tokens + step.num_generation_tokens;
   if (tokens > 0) iteration_tokens_.observe(static_cast<double>(tokens));
   if (step.batch_size > 0) batch_size_.observe(static_cast<double>(step.batch_size));

@@ -34,6 +34,12 @@ struct SchedulerSnapshot {
   int64_t kv_capacity_tokens = 0;
   // Each optimizer's own counters (names the engine defines), exported as gauges.
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, double>>>> optimizer_counters;
+  // The host tier: the swap region's blocks in use and in all, and the host prefix cache's
+  // blocks holding a prefix and in all (0 and 0 without one).
+  int64_t host_swap_used_blocks = 0;
+  int64_t host_swap_total_blocks = 0;
+  int64_t host_prefix_cached_blocks = 0;
+  int64_t host_prefix_total_blocks = 0;
 };
 
 // What one engine step did.
@@ -44,6 +50,14 @@ struct StepStats {
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries = 0;  // tokens looked up
   int64_t prefix_cache_hits = 0;     // tokens found
+  // The host tier of the prefix cache: tokens the device tier missed and looked up there, and
+  // of those the tokens found (restored by a copy).
+  int64_t host_prefix_cache_queries = 0;
+  int64_t host_prefix_cache_hits = 0;
+  int64_t kv_swapped_out_blocks = 0;
+  int64_t kv_swapped_in_blocks = 0;
+  // Preemptions by mode ("recompute", "swap") and reason (a fixed set of words).
+  std::map<std::string, std::map<std::string, int64_t>> preemptions_by_mode;
 };
 
 // A request's life, recorded once when it finishes. Times in seconds; a negative time means
@@ -124,6 +138,15 @@ class ServingMetrics {
   Gauge& kv_capacity_tokens_;
   Family<Gauge>& optimizer_counters_;
   Family<Counter>& kv_requantized_blocks_;
+  Counter& host_prefix_cache_queries_;
+  Counter& host_prefix_cache_hits_;
+  Counter& kv_swapped_out_blocks_;
+  Counter& kv_swapped_in_blocks_;
+  Family<Counter>& preemptions_by_mode_;
+  Gauge& host_swap_used_blocks_;
+  Gauge& host_swap_total_blocks_;
+  Gauge& host_prefix_cached_blocks_;
+  Gauge& host_prefix_total_blocks_;
   Family<Counter>& optimizer_events_;
   Family<Counter>& rejected_requests_;
 

@@ -19,7 +19,7 @@ PreemptDecision RecomputeNewestPolicy::choose_victim(const SchedulerView& view,
   OPTIMATE_CHECK(!candidates.empty(), "no preemption candidates");
   ++num_victims_;
   // A long generation of a class over its KV share goes first (a controller's quota).
-  if (const std::optional<int64_t> over = over_share_victim(view, candidates)) return {*over, PreemptMode::kRecompute};
+  if (const std::optional<int64_t> over = over_share_victim(view, candidates)) return {*over};
   int64_t best = candidates.front();
   for (int64_t i : candidates) {
     const RequestView& r = view.running[i];
@@ -28,7 +28,7 @@ PreemptDecision RecomputeNewestPolicy::choose_victim(const SchedulerView& view,
     if (r.arrival_ns > b.arrival_ns || (r.arrival_ns == b.arrival_ns && r.seq_id > b.seq_id))
       best = i;
   }
-  return {best, PreemptMode::kRecompute};
+  return {best};
 }
 
 std::vector<PolicyCounter> RecomputeNewestPolicy::counters() const {

@@ -22,8 +22,9 @@ class LaunchAtOncePolicy final : public BatchPolicy {
   BatchDecision decide(const SchedulerView& view) override { return {}; }
 };
 
-// The most recently arrived candidate loses its KV and recomputes it when resumed (under a KV
-// quota, a long generation of a class over its share first).
+// The most recently arrived candidate loses its KV (recomputed on resume, or swapped to host
+// memory, as the engine's preemption mode decides); under a KV quota, a long generation of a
+// class over its share goes first.
 class RecomputeNewestPolicy final : public PreemptPolicy {
  public:
   std::string_view name() const override { return "recompute-newest"; }

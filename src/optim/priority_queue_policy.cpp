@@ -211,7 +211,7 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
   // A long generation of a class over its KV share goes first (a controller's quota).
   if (const std::optional<int64_t> over = over_share_victim(view, candidates)) {
     ++num_quota_victims_;
-    return {*over, PreemptMode::kRecompute};
+    return {*over};
   }
   // Prefer candidates past min_run_ms; the pool must give, so fall back to all of them.
   std::optional<int64_t> best, best_protected;
@@ -225,7 +225,7 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
   const RequestView& v = view.running[victim];
   spdlog::debug("priority: KV pool exhausted, preempting '{}' ({})", v.request_id,
                 options_.level_name(options_.level_of(v.priority)));
-  return {victim, PreemptMode::kRecompute};
+  return {victim};
 }
 
 std::vector<PolicyCounter> PriorityVictimPolicy::counters() const {

@@ -41,6 +41,9 @@ struct Request {
   int64_t num_preemptions = 0;
   int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
   int64_t first_admitted_ns = -1;  // when it first entered the running set (-1: never)
+  // Since its last preemption, until it has computed as many tokens again (-1: not preempted).
+  int64_t preempted_ns = -1;
+  int64_t resume_at_tokens = 0;
   RequestStatus status = RequestStatus::kWaiting;
   // For n > 1: the sibling whose prompt KV this sequence shares instead of recomputing it.
   std::optional<SeqId> fork_parent;

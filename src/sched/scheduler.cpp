@@ -11,9 +11,10 @@ namespace optimate::sched {
 Scheduler::Scheduler(SchedulerConfig config, optim::PolicySet policies, const Clock& clock)
     : config_(std::move(config)),
       policies_(optim::with_baselines(std::move(policies))),
+      preempt_mode_(std::make_shared<optim::CostPreemptModePolicy>(config_.preemption_mode)),
       clock_(clock),
       kv_((config_.validate(), config_.kv_layout), config_.num_kv_blocks, config_.block_size,
-          config_.enable_prefix_caching) {}
+          config_.enable_prefix_caching, config_.host_slots) {}
 
 void Scheduler::set_policies(optim::PolicySet policies) {
   policies_ = optim::with_baselines(std::move(policies));
@@ -81,6 +82,7 @@ optim::RequestView Scheduler::view_of(const Request& r, bool scheduled) const {
   v.num_blocks = static_cast<int64_t>(blocks.size());
   v.num_full_blocks = std::count_if(blocks.begin(), blocks.end(), [](int32_t e) { return kv::entry_code(e) == 0; });
   v.num_preemptions = r.num_preemptions;
+  v.num_kv_bytes = kv_.num_slots_for_tokens(r.seq_id, r.num_computed_tokens) * config_.kv_bytes_per_slot;
   v.admitted_ns = r.last_admitted_ns;
   v.scheduled_this_step = scheduled;
   return v;
@@ -99,6 +101,13 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
   view.running = running_views_;
   view.kv = {kv_.pool().num_blocks(), kv_.pool().num_free_blocks(), kv_.block_size(),
              config_.kv_layout.base, kv_.pool().usage()};
+  if (kv_.host().has_swap()) {
+    view.kv.num_host_blocks = kv_.host().num_swap_blocks();
+    view.kv.num_host_free_blocks = kv_.host().num_free_swap_blocks();
+    view.kv.host_link_bytes_per_s = config_.host_link_bytes_per_s;
+  }
+  view.prefill_ns_per_token = stats_.prefill_ns_per_token;
+  view.mean_step_ns = stats_.mean_step_ns;
   view.max_num_seqs = config_.max_num_seqs;
   view.max_num_batched_tokens = config_.max_num_batched_tokens;
   view.token_budget_left = budget;
@@ -116,7 +125,14 @@ kv::KvPrecision Scheduler::precision_for(const Request& r, const optim::Schedule
   return p;
 }
 
-void Scheduler::preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budget) {
+optim::PreemptModeChoice Scheduler::preempt_mode(const optim::SchedulerView& view, int64_t running_index,
+                                                 std::optional<optim::PreemptMode> asked) {
+  if (asked) return {*asked, "policy", "the victim policy's demand"};
+  return preempt_mode_->choose_mode(view, view.running[running_index]);
+}
+
+void Scheduler::preempt(SeqId seq, const optim::PreemptModeChoice& choice, std::vector<Pending>& pending,
+                        int64_t& budget) {
   Request& r = *requests_.at(seq);
   auto it = std::find_if(pending.begin(), pending.end(), [&](const Pending& p) { return p.seq == seq; });
   if (it != pending.end()) {
@@ -124,14 +140,30 @@ void Scheduler::preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budge
     pending.erase(it);
   }
   running_.erase(std::find(running_.begin(), running_.end(), seq));
-  kv_.free(seq);
-  r.num_computed_tokens = 0;
+  std::string_view reason = choice.reason;
+  bool swapped = false;
+  if (choice.mode == optim::PreemptMode::kSwap) {
+    if (r.num_computed_tokens == 0) reason = "nothing_computed";
+    else if (kv_.swap_out(seq, r.num_computed_tokens)) swapped = true;
+    else reason = "host_full";
+  }
+  if (r.preempted_ns < 0) {
+    r.preempted_ns = clock_.now_ns();
+    r.resume_at_tokens = r.num_computed_tokens;
+  }
+  if (!swapped) {
+    kv_.free(seq);
+    r.num_computed_tokens = 0;
+  }
   r.status = RequestStatus::kWaiting;
   ++r.num_preemptions;
   ++stats_.num_preemptions;
+  const char* mode = optim::preempt_mode_name(swapped ? optim::PreemptMode::kSwap : optim::PreemptMode::kRecompute);
+  ++stats_.preemptions_by_mode[mode][std::string(reason)];
   // Back to the front: a preempted sequence resumes before anything that arrived after it.
   waiting_.push_front(seq);
-  spdlog::debug("preempted sequence {} of request '{}' (recompute)", seq, r.request_id);
+  spdlog::debug("preempted sequence {} of request '{}' ({} tokens computed): {} ({}: {})", seq, r.request_id,
+                r.resume_at_tokens, mode, reason, choice.detail);
 }
 
 sampling::SampleRow Scheduler::sample_row(const Request& r) const {
@@ -199,12 +231,9 @@ StepPlan Scheduler::schedule() {
       if (std::find(candidates.begin(), candidates.end(), d.running_index) == candidates.end())
         fail(ErrorCode::kInternal, "preempt policy '{}' chose running[{}], not a candidate",
              policies_.preempt->name(), d.running_index);
-      if (d.mode != optim::PreemptMode::kRecompute)
-        fail(ErrorCode::kUnsupported, "preempt policy '{}' asked to swap; swapping KV to host "
-             "is not built yet", policies_.preempt->name());
       const SeqId victim = running_[d.running_index];
       plan.preempted.push_back(victim);
-      preempt(victim, pending, budget);
+      preempt(victim, preempt_mode(view, d.running_index, d.mode), pending, budget);
       if (victim == r.seq_id) break;
     }
     // It gave its own blocks back; running_[i] is now the next sequence, which may fit.
@@ -232,6 +261,7 @@ StepPlan Scheduler::schedule() {
     plan.num_tokens += p.num_new;
     plan.seqs.push_back(std::move(s));
   }
+  plan.copies = kv_.take_copies();
   ++stats_.num_steps;
   stats_.last_step_num_tokens = plan.num_tokens;
   return plan;

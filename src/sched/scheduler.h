@@ -2,19 +2,25 @@
 //
 // Each step, under a token budget (max_num_batched_tokens) and max_num_seqs:
 //   1. running sequences first, in admission order: one decode token each, or the next chunk
-//      of an unfinished prefill; when the pool runs dry the PreemptPolicy picks a victim whose
-//      KV is dropped and recomputed on resume (the sequence keeps its generated tokens, so it
-//      continues exactly where it stopped);
+//      of an unfinished prefill; when the pool runs dry the PreemptPolicy picks a victim and the
+//      PreemptModePolicy how it gives its blocks back: dropped and recomputed on resume, or
+//      swapped to the host tier and copied back (the sequence keeps its generated tokens, so
+//      it continues exactly where it stopped either way; a swap that cannot happen recomputes);
 //   2. then, if nothing was preempted and the BatchPolicy admits, waiting sequences in the
-//      QueuePolicy's order, each starting after its longest cached prefix, its prefill chunked
-//      to fit what is left of the budget.
+//      QueuePolicy's order, each starting after its longest cached prefix (device or host
+//      tier), its prefill chunked to fit what is left of the budget. A swapped-out sequence is
+//      copied back instead and runs from the next step, so the copy overlaps this one.
+// The plan lists the copies between the tiers the step's bookkeeping decided; the runner
+// applies them before the forward pass.
 // update() applies the sampled tokens, registers newly computed full blocks in the prefix
 // cache, checks the token-level stop conditions and frees finished sequences at once.
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -32,6 +38,13 @@ namespace optimate::sched {
 struct SchedulerStats {
   int64_t num_steps = 0;
   int64_t num_preemptions = 0;
+  // By mode ("recompute", "swap") and reason (PreemptModeChoice::reason, or "host_full" and
+  // "nothing_computed" when a swap fell back to recomputing).
+  std::map<std::string, std::map<std::string, int64_t>> preemptions_by_mode;
+  // Time preempted sequences spent until they had computed as many tokens as when preempted.
+  int64_t preempted_ns = 0;
+  double prefill_ns_per_token = 0.0;  // measured (0: no prefill step yet)
+  double mean_step_ns = 0.0;          // moving average of the steps' times
   int64_t num_prompt_tokens_computed = 0;  // prefill work done (cached prefixes excluded)
   int64_t num_generated_tokens = 0;
   int64_t last_step_num_tokens = 0;
@@ -73,8 +86,9 @@ class Scheduler {
   const std::vector<SeqId>& running_queue() const { return running_; }
   const Request* find(SeqId seq) const;
   const kv::KvCacheManager& kv() const { return kv_; }
-  // Forgets every cached prefix; blocks held by a request stay with it, untouched.
-  void reset_prefix_cache() { kv_.pool().reset_prefix_cache(); }
+  // Forgets every cached prefix (both tiers); blocks held by a request stay with it, untouched.
+  void reset_prefix_cache() { kv_.reset_prefix_cache(); }
+  const optim::PreemptModePolicy& preempt_mode_policy() const { return *preempt_mode_; }
   const SchedulerStats& stats() const { return stats_; }
   optim::MetricsView metrics() const;
   SchedulerSnapshot snapshot() const;
@@ -95,7 +109,16 @@ class Scheduler {
   kv::KvPrecision precision_for(const Request& r, const optim::SchedulerView& view);
   // Applies the KV policy's requantize orders (dynamic caches only) and lists them in the plan.
   void requantize(const optim::SchedulerView& view, StepPlan& plan);
-  void preempt(SeqId seq, std::vector<Pending>& pending, int64_t& budget);
+  // How view.running[running_index] gives its blocks back: as `asked` (a victim policy's
+  // demand), else as the PreemptModePolicy decides.
+  optim::PreemptModeChoice preempt_mode(const optim::SchedulerView& view, int64_t running_index,
+                                        std::optional<optim::PreemptMode> asked);
+  // Takes `seq` out of the running set (and out of `pending`): its blocks swapped out, or
+  // dropped when `choice` says recompute or the swap cannot happen.
+  void preempt(SeqId seq, const optim::PreemptModeChoice& choice, std::vector<Pending>& pending,
+               int64_t& budget);
+  // After a step: measured prefill rate and preempted time.
+  void observe_step(const StepPlan& plan, int64_t step_ns);
   bool try_admit(Request& r, int64_t budget, const optim::SchedulerView& view, int64_t& num_new);
   void admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan);
   void release(Request& r, FinishReason reason);
@@ -105,6 +128,7 @@ class Scheduler {
   SchedulerConfig config_;
   optim::PolicySet policies_;
   optim::PolicyKnobs knobs_;
+  std::shared_ptr<optim::PreemptModePolicy> preempt_mode_;
   const Clock& clock_;
   kv::KvCacheManager kv_;
   std::unordered_map<SeqId, std::unique_ptr<Request>> requests_;

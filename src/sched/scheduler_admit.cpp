@@ -8,6 +8,16 @@ namespace optimate::sched {
 
 bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView& view,
                           int64_t& num_new) {
+  if (kv_.is_swapped(r.seq_id)) {
+    // Its blocks come back by a copy this step; it computes from the next one on. Only with
+    // room to spare, a block of growth for each running sequence and itself: taking the last
+    // free blocks would preempt a sequence at the next step and send blocks back and forth.
+    const int64_t blocks = (r.num_computed_tokens + kv_.block_size() - 1) / kv_.block_size();
+    const int64_t headroom = running_.empty() ? 0 : static_cast<int64_t>(running_.size()) + 1;
+    if (kv_.pool().num_free_blocks() < blocks + headroom) return false;
+    num_new = 0;
+    return kv_.swap_in(r.seq_id);
+  }
   int64_t computed = 0;
   kv::PrefixHit hit;
   bool forked = false;
@@ -30,7 +40,7 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
     kv_.free(r.seq_id);
     return false;
   }
-  if (!forked && kv_.pool().prefix_caching()) kv_.record_prefix_lookup(r.num_tokens(), computed);
+  if (!forked && kv_.pool().prefix_caching()) kv_.record_prefix_lookup(r.num_tokens(), hit);
   r.num_computed_tokens = computed;
   if (r.first_admitted_ns < 0) r.num_cached_tokens = computed;  // first admission only
   r.fork_parent.reset();
@@ -77,7 +87,7 @@ void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, St
         fail(ErrorCode::kInternal, "queue policy '{}' chose running[{}] of {}",
              policies_.queue->name(), *victim, running_.size());
       plan.preempted.push_back(running_[*victim]);
-      preempt(running_[*victim], pending, budget);
+      preempt(running_[*victim], preempt_mode(now, *victim, std::nullopt), pending, budget);
       if (budget <= 0) break;
     }
     if (!admitted) break;
@@ -86,6 +96,7 @@ void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, St
     r.last_admitted_ns = view.now_ns;
     if (r.first_admitted_ns < 0) r.first_admitted_ns = view.now_ns;
     running_.push_back(r.seq_id);
+    if (num_new == 0) continue;  // swapped in: runs from the next step
     pending.push_back({r.seq_id, num_new});
     budget -= num_new;
   }

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/host_tier.h"
 #include "kv/kv_layout.h"
+#include "optim/preempt_mode_policy.h"
 
 namespace optimate::sched {
 
@@ -18,6 +20,12 @@ struct SchedulerConfig {
   // The runner's cache: its precisions and page size (kv/kv_layout.h).
   kv::KvLayout kv_layout = {.full = kv::KvPrecision::kF32, .base = kv::KvPrecision::kF32};
   std::vector<int64_t> eos_token_ids;
+  // The host tier (kv/host_tier.h): the swap region and the host prefix cache, in slots of the
+  // runner's host arenas; and what a preempted request does with its blocks.
+  kv::HostTierSlots host_slots;
+  int64_t kv_bytes_per_slot = 0;       // one slot of every layer's K and V: what a copy moves
+  double host_link_bytes_per_s = 0.0;  // the runner's, measured (0: unknown)
+  optim::PreemptionSetting preemption_mode = optim::PreemptionSetting::kAuto;
 
   // Throws Error(kInvalidArgument) naming the flag; also checks that one sequence of
   // max_model_len tokens fits in the KV pool, so a lone request can always run.

@@ -29,6 +29,19 @@ SchedulerSnapshot Scheduler::snapshot() const {
   out.num_generation_tokens = stats_.num_generated_tokens;
   out.prefix_cache_queries = pool.counters().prefix_queries_tokens;
   out.prefix_cache_hits = pool.counters().prefix_hits_tokens;
+  out.preemptions_by_mode = stats_.preemptions_by_mode;
+  out.preempted_ns = stats_.preempted_ns;
+  const kv::HostTier& host = kv_.host();
+  const kv::KvTierCounters& tier = kv_.tier_counters();
+  out.num_swapped = kv_.num_swapped();
+  out.kv_swapped_out_blocks = tier.swapped_out_blocks;
+  out.kv_swapped_in_blocks = tier.swapped_in_blocks;
+  out.host_swap_total_blocks = host.num_swap_blocks();
+  out.host_swap_used_blocks = host.num_swap_blocks() - host.num_free_swap_blocks();
+  out.host_prefix_total_blocks = host.num_prefix_blocks();
+  out.host_prefix_cached_blocks = host.num_cached_prefix_blocks();
+  out.host_prefix_cache_queries = tier.host_prefix_queries_tokens;
+  out.host_prefix_cache_hits = tier.host_prefix_hits_tokens;
   return out;
 }
 

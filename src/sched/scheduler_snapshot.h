@@ -29,8 +29,22 @@ struct SchedulerSnapshot {
   int64_t num_preemptions = 0;
   int64_t num_prompt_tokens = 0;  // prefill tokens computed (prefix-cache hits excluded)
   int64_t num_generation_tokens = 0;
-  int64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up in the prefix cache (device tier)
   int64_t prefix_cache_hits = 0;     // of those, tokens found
+  // Preemptions by mode ("recompute", "swap") and reason (sched/scheduler.h), and the time
+  // preempted sequences took to get back to where they stopped.
+  std::map<std::string, std::map<std::string, int64_t>> preemptions_by_mode;
+  int64_t preempted_ns = 0;
+  // The host tier (kv/host_tier.h): swap traffic and space, and the host prefix cache.
+  int64_t num_swapped = 0;               // sequences swapped out now
+  int64_t kv_swapped_out_blocks = 0;
+  int64_t kv_swapped_in_blocks = 0;
+  int64_t host_swap_total_blocks = 0;
+  int64_t host_swap_used_blocks = 0;
+  int64_t host_prefix_total_blocks = 0;
+  int64_t host_prefix_cached_blocks = 0;
+  int64_t host_prefix_cache_queries = 0;  // tokens looked up in the host tier (device misses)
+  int64_t host_prefix_cache_hits = 0;     // of those, tokens restored from host memory
 };
 
 }  // namespace optimate::sched

@@ -31,8 +31,25 @@ void Scheduler::release(Request& r, FinishReason reason) {
   requests_.erase(seq);
 }
 
+void Scheduler::observe_step(const StepPlan& plan, int64_t step_ns) {
+  if (step_ns > 0) {
+    double& mean = stats_.mean_step_ns;
+    mean = mean > 0.0 ? 0.9 * mean + 0.1 * static_cast<double>(step_ns) : static_cast<double>(step_ns);
+  }
+  // Steps of many tokens are bound by their compute, so their time per token is what a
+  // recomputed prefix costs; a step of a few decodes is bound by reading the weights.
+  const int64_t min_tokens = std::clamp<int64_t>(config_.max_num_batched_tokens / 2, 1, 256);
+  if (plan.num_tokens < min_tokens || step_ns <= 0) return;
+  const double ns_per_token = static_cast<double>(step_ns) / static_cast<double>(plan.num_tokens);
+  double& rate = stats_.prefill_ns_per_token;
+  rate = rate > 0.0 ? 0.8 * rate + 0.2 * ns_per_token : ns_per_token;
+}
+
 std::vector<RequestOutput> Scheduler::update(const StepPlan& plan, const StepResult& result) {
-  if (!plan.empty()) last_step_ns_ = clock_.now_ns() - schedule_start_ns_;
+  if (!plan.empty()) {
+    last_step_ns_ = clock_.now_ns() - schedule_start_ns_;
+    observe_step(plan, last_step_ns_);
+  }
   std::vector<RequestOutput> outputs;
   size_t k = 0;
   for (const ScheduledSeq& s : plan.seqs) {
@@ -51,6 +68,10 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan, const StepRes
     stats_.num_prompt_tokens_computed +=
         std::clamp<int64_t>(r.num_prompt_tokens - r.num_computed_tokens, 0, num_new);
     r.num_computed_tokens += num_new;
+    if (r.preempted_ns >= 0 && r.num_computed_tokens >= r.resume_at_tokens) {
+      stats_.preempted_ns += clock_.now_ns() - r.preempted_ns;
+      r.preempted_ns = -1;
+    }
     if (token) {
       r.token_ids.push_back(token->token_id);
       ++stats_.num_generated_tokens;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/kv_copy.h"
 #include "kv/kv_format.h"
 #include "sampling/sample_row.h"
 #include "sched/request.h"
@@ -23,9 +24,13 @@ struct ScheduledSeq {
 struct StepPlan {
   // Blocks the KV policy had requantized in place: the runner rewrites them before the step.
   std::vector<kv::RequantizeOp> requantize;
+  // Blocks copied between the device pool and the host tier (swap-out, swap-in, prefix blocks
+  // kept in or restored from host memory): the runner applies them after the requantize ops
+  // and before the step, in this order (kv/kv_copy.h).
+  std::vector<kv::KvCopy> copies;
   std::vector<ScheduledSeq> seqs;
   int64_t num_tokens = 0;
-  std::vector<SeqId> preempted;  // sequences that lost their KV this step
+  std::vector<SeqId> preempted;  // sequences preempted this step (KV dropped or swapped out)
   // Set when the batch policy held waiting requests back: when to look again.
   int64_t retry_at_ns = 0;
   bool empty() const { return seqs.empty(); }

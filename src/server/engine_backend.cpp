@@ -212,6 +212,10 @@ void EngineBackend::on_stats(const EngineStats& s) {
   snap.kv_usage = s.kv_usage;
   snap.kv_capacity_tokens = s.kv_capacity_tokens;
   snap.optimizer_counters = s.optimizer_counters;
+  snap.host_swap_used_blocks = s.host_swap_used_blocks;
+  snap.host_swap_total_blocks = s.host_swap_total_blocks;
+  snap.host_prefix_cached_blocks = s.host_prefix_cached_blocks;
+  snap.host_prefix_total_blocks = s.host_prefix_total_blocks;
   metrics_->set_scheduler_state(snap);
   for (const auto& [precision, count] : s.kv_requantized_by_precision) {
     auto it = last_stats_.kv_requantized_by_precision.find(precision);
@@ -226,6 +230,17 @@ void EngineBackend::on_stats(const EngineStats& s) {
     step.num_preemptions = s.num_preemptions - last_stats_.num_preemptions;
     step.prefix_cache_queries = s.prefix_cache_queries - last_stats_.prefix_cache_queries;
     step.prefix_cache_hits = s.prefix_cache_hits - last_stats_.prefix_cache_hits;
+    step.host_prefix_cache_queries = s.host_prefix_cache_queries - last_stats_.host_prefix_cache_queries;
+    step.host_prefix_cache_hits = s.host_prefix_cache_hits - last_stats_.host_prefix_cache_hits;
+    step.kv_swapped_out_blocks = s.kv_swapped_out_blocks - last_stats_.kv_swapped_out_blocks;
+    step.kv_swapped_in_blocks = s.kv_swapped_in_blocks - last_stats_.kv_swapped_in_blocks;
+    for (const auto& [mode, reasons] : s.preemptions_by_mode)
+      for (const auto& [reason, count] : reasons) {
+        const auto m = last_stats_.preemptions_by_mode.find(mode);
+        const int64_t before = m == last_stats_.preemptions_by_mode.end() || !m->second.count(reason)
+                                   ? 0 : m->second.at(reason);
+        step.preemptions_by_mode[mode][reason] = count - before;
+      }
     metrics_->record_step(step);
   }
   last_stats_ = s;

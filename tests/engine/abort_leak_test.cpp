@@ -1,5 +1,6 @@
 // 10,000 requests, a fifth aborted at random points: every request finishes exactly once and
-// every KV block returns to the pool.
+// every KV block returns to the pool; with swapping active, every block of both tiers too
+// (aborts land on sequences swapped out, and on sequences whose blocks are being copied back).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -10,12 +11,7 @@
 namespace optimate::testing {
 namespace {
 
-TEST(AbortLeak, TenThousandRequestsWithRandomAborts) {
-  FakeEngineOptions o;
-  o.num_blocks = 160;
-  o.max_num_seqs = 48;
-  o.max_num_batched_tokens = 96;
-  o.max_model_len = 128;
+void run_with_random_aborts(const FakeEngineOptions& o) {
   Engine engine = make_fake_engine(o);
   std::mt19937 rng(42);
   constexpr int kRequests = 10000;
@@ -67,7 +63,45 @@ TEST(AbortLeak, TenThousandRequestsWithRandomAborts) {
   const auto& kv = engine.scheduler().kv();
   EXPECT_EQ(kv.pool().num_free_blocks(), o.num_blocks);
   EXPECT_EQ(kv.num_sequences(), 0);
+  EXPECT_EQ(kv.num_swapped(), 0);
+  EXPECT_EQ(kv.host().num_free_swap_blocks(), o.host_swap_blocks);
   EXPECT_GT(engine.scheduler().stats().num_preemptions, 0);
+}
+
+FakeEngineOptions small_pool() {
+  FakeEngineOptions o;
+  o.num_blocks = 160;
+  o.max_num_seqs = 48;
+  o.max_num_batched_tokens = 96;
+  o.max_model_len = 128;
+  return o;
+}
+
+TEST(AbortLeak, TenThousandRequestsWithRandomAborts) { run_with_random_aborts(small_pool()); }
+
+TEST(AbortLeak, TenThousandRequestsWithRandomAbortsWhileSwapping) {
+  FakeEngineOptions o = small_pool();
+  o.preemption_mode = "swap";
+  o.host_swap_blocks = 96;
+  o.host_prefix_blocks = 64;
+  run_with_random_aborts(o);
+  // The same run again, checking that swapping and the host prefix tier were busy.
+  Engine engine = make_fake_engine(o);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 400; ++i) {
+    std::vector<int32_t> prompt(8 + rng() % 40);
+    for (auto& t : prompt) t = 2 + static_cast<int32_t>(rng() % 4);  // few distinct prefixes
+    SamplingParams p;
+    p.max_tokens = 1 + static_cast<int64_t>(rng() % 30);
+    p.temperature = 0.0f;
+    engine.add_request("r" + std::to_string(i), prompt, p);
+  }
+  run_to_completion(engine);
+  const EngineStats s = engine.stats();
+  EXPECT_GT(s.kv_swapped_out_blocks, 0);
+  EXPECT_EQ(s.kv_swapped_in_blocks, s.kv_swapped_out_blocks);
+  EXPECT_GT(s.host_prefix_cached_blocks, 0);
+  EXPECT_EQ(s.host_swap_used_blocks, 0);
 }
 
 }  // namespace

@@ -20,6 +20,11 @@ struct FakeEngineOptions {
   bool prefix_caching = true;
   PriorityOrder priority_order = PriorityOrder::kHigherFirst;
   std::vector<OptimizerSpec> optimizers;
+  // The host tier, in blocks: swap space and host prefix cache (0: none), and what a preempted
+  // request does.
+  int64_t host_swap_blocks = 0;
+  int64_t host_prefix_blocks = 0;
+  std::string preemption_mode = "auto";
 };
 
 inline Engine make_fake_engine(const FakeEngineOptions& o = {},
@@ -32,8 +37,15 @@ inline Engine make_fake_engine(const FakeEngineOptions& o = {},
   c.enable_prefix_caching = o.prefix_caching;
   c.priority_order = o.priority_order;
   c.optimizers = o.optimizers;
+  // A fake block is 1 layer's K and V of one bf16 value a token; half a block more keeps the
+  // GiB figure from rounding down to a block less.
+  const double block_gib = static_cast<double>(2 * 2 * o.block_size) / 1073741824.0;
+  c.swap_space = o.host_swap_blocks > 0 ? (static_cast<double>(o.host_swap_blocks) + 0.5) * block_gib : 0.0;
+  c.host_prefix_cache_space = o.host_prefix_blocks > 0 ? (static_cast<double>(o.host_prefix_blocks) + 0.5) * block_gib : 0.0;
+  c.preemption_mode = o.preemption_mode;
   EngineParts parts;
-  parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size);
+  parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size, 4096,
+                                                   o.host_swap_blocks + o.host_prefix_blocks);
   parts.codec = std::make_shared<FakeCodec>();
   parts.clock = std::move(clock);
   return Engine(c, std::move(parts));

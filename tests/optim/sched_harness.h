@@ -4,6 +4,7 @@
 // or held back, and when.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -171,7 +172,8 @@ class SchedHarness {
   int64_t free_blocks() const { return scheduler_.kv().pool().num_free_blocks(); }
 
   // A plan as one line: "id:start+count" per row, "*" where it samples, then "!id" per
-  // preempted sequence; the samples of an n > 1 request are "id.0", "id.1", ...
+  // preempted sequence, then "out:N" and "in:N" for blocks copied to and from the host tier;
+  // the samples of an n > 1 request are "id.0", "id.1", ...
   std::string describe(const sched::StepPlan& plan) const {
     std::string out;
     auto name = [&](sched::SeqId seq) {
@@ -185,6 +187,11 @@ class SchedHarness {
              std::to_string(s.token_ids.size()) + (s.want_logits ? "*" : "");
     }
     for (sched::SeqId seq : plan.preempted) out += (out.empty() ? "!" : " !") + name(seq);
+    const auto to_host = std::count_if(plan.copies.begin(), plan.copies.end(),
+                                       [](const kv::KvCopy& c) { return c.direction == kv::CopyDirection::kToHost; });
+    const auto to_device = static_cast<int64_t>(plan.copies.size()) - to_host;
+    if (to_host > 0) out += (out.empty() ? "out:" : " out:") + std::to_string(to_host);
+    if (to_device > 0) out += (out.empty() ? "in:" : " in:") + std::to_string(to_device);
     return out;
   }
 

@@ -1,7 +1,9 @@
 #include "backend/cpu/cpu_model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include <omp.h>
 
@@ -15,6 +17,19 @@ namespace {
 template <typename T>
 void grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// memcpy bandwidth between two buffers already in memory: the CPU backend's host link.
+double measure_memcpy_bytes_per_s() {
+  constexpr size_t kBytes = size_t{16} << 20;
+  std::vector<uint8_t> a(kBytes, 1), b(kBytes, 2);
+  double best_s = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(i % 2 ? a.data() : b.data(), i % 2 ? b.data() : a.data(), kBytes);
+    best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return static_cast<double>(kBytes) / std::max(best_s, 1e-9);
 }
 
 }  // namespace
@@ -49,12 +64,15 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   pool_ = std::make_unique<CpuThreadPool>(num_threads_);
   use_single_threaded_blas();
 
+  if (options.num_host_slots < 0)
+    fail(ErrorCode::kInvalidArgument, "num_host_slots must be >= 0, got {}", options.num_host_slots);
   kv_shape_ = {.num_layers = config_.num_layers,
                .num_blocks = options.num_kv_blocks,
                .block_size = options.block_size,
                .num_kv_heads = config_.num_kv_heads,
                .head_dim = config_.head_dim,
-               .layout = plan_layout(config_, options)};
+               .layout = plan_layout(config_, options),
+               .num_host_slots = options.num_host_slots};
   attn_dims_ = {.num_heads = config_.num_heads,
                 .num_kv_heads = config_.num_kv_heads,
                 .head_dim = config_.head_dim,
@@ -75,6 +93,28 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
     v_cache_.push_back(std::make_unique_for_overwrite<uint8_t[]>(arena_bytes));
   }
   kv_formats_ = KvArenas::formats_for(kv_shape_.layout, attn_dims_);
+  if (options.num_host_slots > 0) {
+    host_cache_ = std::make_unique_for_overwrite<uint8_t[]>(
+        static_cast<size_t>(2 * config_.num_layers * options.num_host_slots * kv_shape_.layout.slot_bytes));
+    host_link_bytes_per_s_ = measure_memcpy_bytes_per_s();
+  }
+}
+
+void CpuModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
+  kv::check_copies(copies, kv_shape_.num_blocks, kv_shape_.num_host_slots);
+  const int64_t sb = kv_shape_.layout.slot_bytes;
+  for (const kv::KvCopy& c : copies) {
+    const size_t bytes = static_cast<size_t>(c.num_slots * sb);
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      uint8_t* device[2] = {k_cache_[layer].get(), v_cache_[layer].get()};
+      for (int kv = 0; kv < 2; ++kv) {
+        uint8_t* host = host_cache_.get() + ((2 * layer + kv) * kv_shape_.num_host_slots + c.host_slot) * sb;
+        uint8_t* dev = device[kv] + c.device_slot * sb;
+        if (c.direction == kv::CopyDirection::kToHost) std::memcpy(host, dev, bytes);
+        else std::memcpy(dev, host, bytes);
+      }
+    }
+  }
 }
 
 kv::KvLayout CpuModelRunner::plan_layout(const ModelConfig& config, const CpuRunnerOptions& options) {

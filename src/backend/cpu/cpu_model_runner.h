@@ -36,6 +36,7 @@ CpuActivations parse_cpu_activations(std::string_view name);
 
 struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
+  int64_t num_host_slots = 0; // the host tier's slots (a second set of arenas; kv/kv_copy.h)
   int64_t block_size = 16;    // tokens per block
   // The cache's precision (f32, bf16, or fp8/int8/int4 for a static quantized cache) and, for
   // a cache the kv_quant optimizer may requantize, the finest precision it may use.
@@ -59,6 +60,9 @@ class CpuModelRunner final : public ModelRunner {
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
   void requantize(std::span<const RequantizeOp> ops) override;
+  // memcpy between the arenas and the host tier's, every layer's K and V.
+  void copy_kv(std::span<const kv::KvCopy> copies) override;
+  double host_link_bytes_per_s() const override { return host_link_bytes_per_s_; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
 
   int num_threads() const { return num_threads_; }
@@ -105,6 +109,9 @@ class CpuModelRunner final : public ModelRunner {
   // Left uninitialized: attention reads only positions a step has written.
   std::vector<std::unique_ptr<uint8_t[]>> k_cache_;
   std::vector<std::unique_ptr<uint8_t[]>> v_cache_;
+  // The host tier: [num_layers, 2 (K, V), num_host_slots, slot_bytes], left uninitialized too.
+  std::unique_ptr<uint8_t[]> host_cache_;
+  double host_link_bytes_per_s_ = 0.0;  // memcpy, measured at construction
   std::array<std::optional<kv::BlockLayout>, 4> kv_formats_;
   std::vector<float> requantize_rows_;
   Scratch s_;

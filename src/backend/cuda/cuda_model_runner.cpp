@@ -217,11 +217,18 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
 
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
+  st.kv_shape.num_host_slots = options.num_host_slots;
+  init_host_tier(st);
   capture_decode_graphs();
+}
+
+kv::KvLayout CudaModelRunner::plan_layout(const ModelConfig& config, const CudaRunnerOptions& options) {
+  return runner_kv_layout(config, options);
 }
 
 CudaModelRunner::~CudaModelRunner() {
   if (!state_) return;
+  free_host_tier(*state_);
   for (auto& [bucket, exec] : state_->graphs) cudaGraphExecDestroy(exec);
   if (state_->stream) cudaStreamDestroy(state_->stream);
   if (state_->staging) cudaFreeHost(state_->staging);
@@ -299,6 +306,7 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
+  wait_for_copies(st, batch);
   st.timer.mark(Stage::kCopyIn, st.stream);
   copy_step_inputs(st, in);
   if (!graph) {

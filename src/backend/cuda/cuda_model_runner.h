@@ -26,6 +26,9 @@ struct CudaRunnerOptions {
   // KV slots per arena (KvCacheShape::num_blocks; whole pages of a dynamic cache); 0: as many
   // as the memory plan allows.
   int64_t num_kv_blocks = 0;
+  // Slots of the host tier (swap space and host prefix cache), pinned host memory with the
+  // cache's layout; 0: none.
+  int64_t num_host_slots = 0;
   // The cache's precision (kv/kv_layout.h's base): bf16, or fp8, int8, int4 for a cache
   // quantized from the start. f32 is refused: the runner's own precision is bf16.
   kv::KvPrecision kv_cache_dtype = kv::KvPrecision::kBF16;
@@ -66,6 +69,13 @@ class CudaModelRunner final : public ModelRunner {
   // In place on the GPU, every layer's K and V (kv_requantize.h); enqueued on the runner's
   // stream before the next step. Error(kInvalidArgument) for ops the layout does not allow.
   void requantize(std::span<const RequantizeOp> ops) override;
+  // On a second stream, overlapped with the steps that follow (kv_swap.h); a step waits only
+  // for copies of its own blocks.
+  void copy_kv(std::span<const kv::KvCopy> copies) override;
+  // Measured at construction with the copy kernel, both directions.
+  double host_link_bytes_per_s() const override;
+  // The KV layout `options` give for `config` (Error for a precision the runner cannot hold).
+  static kv::KvLayout plan_layout(const ModelConfig& config, const CudaRunnerOptions& options);
   // Slices with all_logits get a row per token; the LM head runs over them in chunks of
   // max_num_seqs rows (the logits buffer).
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;

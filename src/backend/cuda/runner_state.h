@@ -2,6 +2,7 @@
 // pass. Internal to src/backend/cuda.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 
@@ -11,11 +12,13 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kv_block.h"
+#include "backend/cuda/kv_swap.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/stage_timer.h"
 #include "backend/cuda/step_inputs.h"
+#include "kv/copy_tracker.h"
 
 namespace optimate::cuda {
 
@@ -59,6 +62,20 @@ struct CudaModelRunner::State {
   int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
   DecodeAttentionShape attn_shape;       // picks the decode attention kernel and its splits
 
+  // The host tier (kv_swap.h): [num_layers, 2 (K, V), num_host_slots, slot_bytes], pinned and
+  // mapped. Copies run on copy_stream after everything enqueued on `stream` before them; a
+  // step waits on a batch's event only when one of its blocks is among the batch's slots.
+  uint8_t* host_kv = nullptr;
+  cudaStream_t copy_stream = nullptr;
+  cudaEvent_t copies_may_start = nullptr;
+  std::deque<std::pair<int64_t, cudaEvent_t>> copy_batches;  // in flight: (batch id, its end)
+  std::vector<cudaEvent_t> spare_events;
+  std::unique_ptr<kv::CopyTracker> copy_tracker;
+  int64_t next_copy_batch = 0;
+  DeviceBuffer<KvSwapOp> swap_ops;
+  std::vector<KvSwapOp> swap_staging;
+  double host_link_bytes_per_s = 0.0;  // measured at construction
+
   StageTimer timer;  // per-stage times of eager steps, when on
 
   // Decode graphs by padded batch size.
@@ -76,6 +93,12 @@ struct CudaModelRunner::State {
 };
 
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o);
+
+// The host tier (runner_swap.cpp): allocates the pinned arenas and the copy stream and measures
+// the host link; makes `stream` wait for the copies `batch` needs; frees it all.
+void init_host_tier(CudaModelRunner::State& st);
+void wait_for_copies(CudaModelRunner::State& st, const ForwardBatch& batch);
+void free_host_tier(CudaModelRunner::State& st);
 
 // Activation bytes for a configuration (the memory plan reserves them before the KV pool).
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,

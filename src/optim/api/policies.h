@@ -61,19 +61,40 @@ class BatchPolicy : public Policy {
   virtual BatchDecision decide(const SchedulerView& view) = 0;
 };
 
-enum class PreemptMode { kRecompute, kSwap };
+enum class PreemptMode {
+  kRecompute,  // the KV is dropped and computed again when the request resumes
+  kSwap,       // the KV is copied to host memory and back (kv/host_tier.h)
+};
+const char* preempt_mode_name(PreemptMode mode);
 
 struct PreemptDecision {
   int64_t running_index = 0;  // index into view.running
-  PreemptMode mode = PreemptMode::kRecompute;
+  // How the victim gives its blocks back; empty: as the engine's preemption mode decides
+  // (PreemptModePolicy).
+  std::optional<PreemptMode> mode;
 };
 
-// Which running request gives its KV blocks back when the pool runs dry, and how.
+// Which running request gives its KV blocks back when the pool runs dry.
 class PreemptPolicy : public Policy {
  public:
   // `candidates` are indices into view.running that may be preempted (never empty).
   virtual PreemptDecision choose_victim(const SchedulerView& view,
                                         std::span<const int64_t> candidates) = 0;
+};
+
+struct PreemptModeChoice {
+  PreemptMode mode = PreemptMode::kRecompute;
+  // One word from a fixed set (a metric label): "forced", "cost", "no_estimate",
+  // "no_swap_space", ...
+  std::string_view reason;
+  std::string detail;  // the figures behind it, for the debug log
+};
+
+// How a victim gives its blocks back: recompute or swap (the engine's --preemption-mode). The
+// mechanism still recomputes when a swap cannot happen (nothing computed, host space full).
+class PreemptModePolicy : public Policy {
+ public:
+  virtual PreemptModeChoice choose_mode(const SchedulerView& view, const RequestView& victim) = 0;
 };
 
 // Blocks [first_block, first_block + num_blocks) of a running sequence's table are candidates;

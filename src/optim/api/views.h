@@ -25,6 +25,9 @@ struct RequestView {
   int64_t num_blocks = 0;      // KV blocks held now
   int64_t num_full_blocks = 0; // of those, at full precision (requantizable when full of tokens)
   int64_t num_preemptions = 0;
+  // Bytes of KV its computed tokens hold (every layer's K and V, at their precisions): what
+  // swapping it out would copy.
+  int64_t num_kv_bytes = 0;
   int64_t admitted_ns = -1;    // when it last entered the running set (-1: never)
   bool scheduled_this_step = false;
 };
@@ -36,6 +39,11 @@ struct KvView {
   kv::KvPrecision default_precision = kv::KvPrecision::kF32;
   double used = 0.0;            // share of the cache's bytes held by sequences (0..1)
   double usage() const { return used; }
+  // The host tier's swap region: blocks of the default precision it holds (0: no swap space)
+  // and could take now, and the runner's host-link bandwidth (0: unknown).
+  int64_t num_host_blocks = 0;
+  int64_t num_host_free_blocks = 0;
+  double host_link_bytes_per_s = 0.0;
 };
 
 // How much of the KV pool each priority class may take. A controller sets it between steps;
@@ -83,6 +91,11 @@ struct SchedulerView {
   // Time of the last step that ran, from schedule() to update() (forward pass and sampling);
   // 0 before the first.
   int64_t last_step_ns = 0;
+  // Measured time per token of steps that compute many tokens (prefill chunks): what
+  // recomputing a token costs. 0 until such a step ran.
+  double prefill_ns_per_token = 0.0;
+  // Moving average of the steps' times (0 before the first).
+  double mean_step_ns = 0.0;
   PolicyKnobs knobs;
 };
 
