@@ -80,8 +80,10 @@ fi
 build_dir=${OPTIMATE_BUILD_DIR:-build}
 # Clones in other folders share one compiler cache.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
-# A build configured before the Python package existed is configured again to pick it up.
-if [ ! -f "$build_dir/build.ninja" ] || ! grep -q '^OPTIMATE_PYTHON:' "$build_dir/CMakeCache.txt"; then
+# A build configured before the Python package or the grammar engine existed is configured
+# again to pick them up.
+if [ ! -f "$build_dir/build.ninja" ] || ! grep -q '^OPTIMATE_PYTHON:' "$build_dir/CMakeCache.txt" ||
+   ! grep -q '^OPTIMATE_XGRAMMAR_DIR:' "$build_dir/CMakeCache.txt"; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$venv/bin/python" \
     ${OPTIMATE_CMAKE_ARGS:-}
 fi
