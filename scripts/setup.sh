@@ -42,6 +42,25 @@ for f in tokenizer.json tokenizer_config.json; do
     "models/llama3-tokenizer/$f"
 done
 
+# xgrammar's C++ sources (the grammar engine of structured outputs), from its pinned PyPI sdist:
+# only the library, its headers and the two header-only dependencies it ships are kept.
+xgrammar_version=0.2.9
+xgrammar_sha256=87b466bca2475e29bb0323abc62c6c33cbcbcff47e5fb800a3e2099ac9620b90
+xgrammar_dir=third_party/xgrammar
+if [ "$(cat "$xgrammar_dir/VERSION" 2>/dev/null)" != "$xgrammar_version" ]; then
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --no-binary xgrammar --no-cache-dir -d "$tmp" "xgrammar==$xgrammar_version"
+  echo "$xgrammar_sha256  $tmp/xgrammar-$xgrammar_version.tar.gz" | sha256sum -c --quiet
+  rm -rf "$xgrammar_dir" && mkdir -p "$xgrammar_dir"
+  tar -xzf "$tmp/xgrammar-$xgrammar_version.tar.gz" -C "$xgrammar_dir" --strip-components=1 \
+    "xgrammar-$xgrammar_version/cpp" "xgrammar-$xgrammar_version/include" "xgrammar-$xgrammar_version/LICENSE" \
+    "xgrammar-$xgrammar_version/NOTICE" "xgrammar-$xgrammar_version/3rdparty/picojson" \
+    "xgrammar-$xgrammar_version/3rdparty/dlpack/include"
+  rm -rf "$xgrammar_dir/cpp/tvm_ffi" "$tmp"
+  echo "$xgrammar_version" > "$xgrammar_dir/VERSION"
+  echo "setup: $xgrammar_dir ($xgrammar_version)"
+fi
+
 # The Python package's extension builds with the project's virtual environment (shared with
 # tests/python) and its nanobind; its tests run from there too.
 venv=${OPTIMATE_VENV:-$root/.venv}
@@ -61,8 +80,10 @@ fi
 build_dir=${OPTIMATE_BUILD_DIR:-build}
 # Clones in other folders share one compiler cache.
 export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
-# A build configured before the Python package existed is configured again to pick it up.
-if [ ! -f "$build_dir/build.ninja" ] || ! grep -q '^OPTIMATE_PYTHON:' "$build_dir/CMakeCache.txt"; then
+# A build configured before the Python package or the grammar engine existed is configured
+# again to pick them up.
+if [ ! -f "$build_dir/build.ninja" ] || ! grep -q '^OPTIMATE_PYTHON:' "$build_dir/CMakeCache.txt" ||
+   ! grep -q '^OPTIMATE_XGRAMMAR_DIR:' "$build_dir/CMakeCache.txt"; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$venv/bin/python" \
     ${OPTIMATE_CMAKE_ARGS:-}
 fi

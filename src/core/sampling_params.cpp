@@ -25,6 +25,12 @@ void SamplingParams::validate() const {
     bad("frequency_penalty", frequency_penalty, "in [-2, 2]");
   if (n < 1 || n > 128) bad("n", n, "in [1, 128]");
   if (logprobs && (*logprobs < 0 || *logprobs > 20)) bad("logprobs", *logprobs, "in [0, 20]");
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > 20))
+    bad("prompt_logprobs", *prompt_logprobs, "in [0, 20]");
+  for (const auto& [id, bias] : logit_bias)
+    if (!std::isfinite(bias) || std::fabs(bias) > 100.0f) bad("logit_bias", bias, "in [-100, 100]");
+  for (const auto& word : bad_words_token_ids)
+    if (word.empty()) fail(ErrorCode::kInvalidArgument, "bad_words must not hold an empty word");
   for (const auto& s : stop)
     if (s.empty()) fail(ErrorCode::kInvalidArgument, "stop strings must not be empty");
 }

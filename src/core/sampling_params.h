@@ -3,9 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/token_constraint.h"
 
 namespace optimate {
 
@@ -27,6 +31,18 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   int64_t n = 1;
   std::optional<int64_t> logprobs;  // number of top logprobs per generated token
+  // Top alternatives to report for every prompt token after the first (0: the token's own
+  // logprob only); nullopt: no prompt logprobs.
+  std::optional<int64_t> prompt_logprobs;
+  // OpenAI's logit_bias: added to these ids' logits before the penalties (vLLM's order).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's allowed_token_ids: only these ids may be drawn (empty: any).
+  std::vector<int32_t> allowed_token_ids;
+  // vLLM's bad_words as token sequences: the last token of a sequence may not be drawn when the
+  // output already ends with the ones before it (a one-token sequence is never drawn).
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
+  // Structured outputs and tool calls: the grammar the output must follow (null: none).
+  std::shared_ptr<const TokenConstraint> constraint;
 
   bool greedy() const { return temperature <= 0.0f || top_k == 1; }
   // Throws Error(kInvalidArgument) naming the field for out-of-range values.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "sampling/prompt_logprobs.h"
 
 namespace optimate {
 namespace {
@@ -113,6 +114,8 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
            request_id, id, vocab);
   if (params.logprobs && *params.logprobs > vocab)
     fail(ErrorCode::kInvalidArgument, "logprobs must be at most the vocabulary size {}", vocab);
+  if (params.prompt_logprobs && *params.prompt_logprobs > vocab)
+    fail(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most the vocabulary size {}", vocab);
   auto shared = std::make_shared<const SamplingParams>(params);
   const uint64_t seed = params.seed ? *params.seed : mix_seed(next_seed_++);
   RequestMetadata engine_metadata = metadata;
@@ -124,11 +127,15 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
   const int64_t arrival_ns = metadata.arrival_ns.value_or(now);
   if (window_) window_->on_arrival(request_id, params.n, arrival_ns, now);
   if (trace_) trace_->record(arrival_ns, num_prompt_tokens, params.max_tokens, metadata.priority);
+  if (params.constraint) matchers_.add(request_id, params.n, *params.constraint);
+  if (params.prompt_logprobs) prompt_logprobs_.add(request_id, params.n);
 }
 
 bool Engine::abort(const std::string& request_id) {
   auto outs = scheduler_->abort(request_id);
   if (outs.empty()) return false;
+  matchers_.remove(request_id);
+  prompt_logprobs_.remove(request_id);
   for (auto& o : outs) {
     outputs_->process(o);
     pending_.push_back(std::move(o));
@@ -163,6 +170,7 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
   // splitting the rows between the samplers is left for when such mixes are common.
   specs_.clear();
   for (const sched::ScheduledSeq& s : plan.seqs) {
+    if (s.all_logits) return false;
     if (!s.want_logits) continue;
     if (sampling::needs_host_sampling(s.sample)) return false;
     specs_.push_back({s.sample.params.get(), s.sample.seed, s.sample.output_index});
@@ -178,21 +186,33 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
   const int64_t vocab = runner_->config().vocab_size;
   rows_.clear();
+  size_t row = 0;  // logits row of the slice's first row: all_logits slices have one per token
   for (const sched::ScheduledSeq& s : plan.seqs) {
-    if (!s.want_logits) continue;
-    const size_t row = rows_.size();
-    sampling::SampleInput in;
-    in.logits = std::span<const float>(logits_.data() + row * vocab, static_cast<size_t>(vocab));
-    in.params = s.sample.params.get();
-    in.seed = s.sample.seed;
-    in.output_index = s.sample.output_index;
-    in.prompt_ids = s.sample.prompt_ids;
-    in.output_ids = s.sample.output_ids;
-    in.suppressed_ids = s.sample.suppressed_ids;
-    rows_.push_back(in);
+    const size_t num_rows = s.all_logits ? s.token_ids.size() : s.want_logits ? 1 : 0;
+    OPTIMATE_CHECK(logits_.size() >= (row + num_rows) * vocab, "runner returned {} logits, the plan wants more",
+                   logits_.size());
+    // s.sample is set only on the chunk that samples: the request holds the params.
+    const sched::Request* r = s.prompt_targets.empty() ? nullptr : scheduler_->find(s.seq_id);
+    if (r && r->params->prompt_logprobs) {
+      position_logprobs_.clear();
+      sampling::prompt_logprobs(std::span<const float>(logits_.data() + row * vocab, s.prompt_targets.size() * vocab),
+                                vocab, s.prompt_targets, *r->params->prompt_logprobs, position_logprobs_);
+      prompt_logprobs_.collect(r->request_id, s.start_pos + 1, position_logprobs_);
+    }
+    if (s.want_logits) {
+      sampling::SampleInput in;
+      in.logits = std::span<const float>(logits_.data() + (row + num_rows - 1) * vocab, static_cast<size_t>(vocab));
+      in.params = s.sample.params.get();
+      in.seed = s.sample.seed;
+      in.output_index = s.sample.output_index;
+      in.prompt_ids = s.sample.prompt_ids;
+      in.output_ids = s.sample.output_ids;
+      in.suppressed_ids = s.sample.suppressed_ids;
+      in.allowed_mask = matchers_.mask(rows_.size());
+      rows_.push_back(in);
+    }
+    row += num_rows;
   }
-  OPTIMATE_CHECK(logits_.size() >= rows_.size() * vocab, "runner returned {} logits for {} rows",
-                 logits_.size(), rows_.size());
   sampler_->sample_batch(rows_, samples_);
   result.tokens.resize(rows_.size());
   for (size_t i = 0; i < rows_.size(); ++i) {
@@ -200,13 +220,26 @@ void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
     result.tokens[i].token_id = s.token_id;
     if (!rows_[i].params->logprobs) continue;
     sched::TokenLogprobs lp;
-    lp.sampled = {s.token_id, s.logprob, 0};
-    for (size_t t = 0; t < s.top_logprobs.size(); ++t) {
-      const int64_t rank = static_cast<int64_t>(t) + 1;
-      lp.top.push_back({s.top_logprobs[t].token_id, s.top_logprobs[t].logprob, rank});
-      if (s.top_logprobs[t].token_id == s.token_id) lp.sampled.rank = rank;
-    }
+    lp.sampled = {s.token_id, s.logprob, s.rank};
+    for (size_t t = 0; t < s.top_logprobs.size(); ++t)
+      lp.top.push_back({s.top_logprobs[t].token_id, s.top_logprobs[t].logprob, static_cast<int64_t>(t) + 1});
     result.tokens[i].logprobs = std::move(lp);
+  }
+}
+
+void Engine::finish_output(RequestOutput& out) {
+  prompt_logprobs_.attach(out);
+  if (matchers_.empty()) return;
+  const TokenMatchers::Advance advance = matchers_.accept(out);
+  if (!out.finished && advance != TokenMatchers::Advance::kOk) {
+    // A refused token means the sampler drew outside the grammar's mask: end the sequence
+    // rather than let it leave the grammar.
+    const FinishReason reason = advance == TokenMatchers::Advance::kTerminated ? FinishReason::kStop : FinishReason::kAbort;
+    if (reason == FinishReason::kAbort)
+      spdlog::error("request '{}': the grammar refused a sampled token; ending the sequence", out.request_id);
+    scheduler_->finish_sequence(out.request_id, out.index, reason, {});
+    out.finished = true;
+    out.finish_reason = reason;
   }
 }
 
@@ -236,16 +269,20 @@ std::vector<RequestOutput> Engine::step() {
   ForwardBatch batch;
   batch.seqs.reserve(plan.seqs.size());
   for (const auto& s : plan.seqs)
-    batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits});
+    batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits, s.all_logits});
   const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
   sched::StepResult result;
   if (!sample_on_device(plan, batch, result)) {
+    matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
     runner_->forward(batch, logits_);
+    matchers_.wait();
     sample(plan, result);
   }
   for (RequestOutput& o : scheduler_->update(plan, result)) {
+    finish_output(o);
     if (outputs_->process(o))
       scheduler_->finish_sequence(o.request_id, o.index, FinishReason::kStop, o.stop_reason);
+    if (o.finished && !matchers_.empty()) matchers_.finish(o.request_id, o.index);
     out.push_back(std::move(o));
   }
   observe_step(plan, start_ns, clock_->now_ns(), estimated_s, out, prompt_tokens_before);

@@ -19,6 +19,8 @@
 #include "engine/metrics_window.h"
 #include "engine/optimizer_set.h"
 #include "engine/output_processor.h"
+#include "engine/prompt_logprobs_collector.h"
+#include "engine/token_matchers.h"
 #include "engine/text_codec.h"
 #include "engine/throughput_guard.h"
 #include "engine/trace_recorder.h"
@@ -150,6 +152,9 @@ class Engine {
   void record_admissions(const sched::StepPlan& plan, int64_t schedule_ns);
   void record_requantize(const sched::StepPlan& plan);
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
+  // Grammar matchers and prompt logprobs, after the scheduler's update: advances the matchers
+  // (ending a sequence whose grammar ended or refused its token) and attaches prompt logprobs.
+  void finish_output(RequestOutput& out);
   // Runs the step on a runner that samples on the device; false (nothing run) when a row
   // needs the host sampler or the runner cannot.
   bool sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
@@ -170,6 +175,9 @@ class Engine {
   int64_t config_version_ = 1;
   std::unique_ptr<OutputProcessor> outputs_;
   std::unique_ptr<sampling::Sampler> sampler_;
+  TokenMatchers matchers_;                   // structured outputs' grammars, per sequence
+  PromptLogprobsCollector prompt_logprobs_;
+  std::vector<sampling::PositionLogprobs> position_logprobs_;
   std::vector<RequestOutput> pending_;  // aborts, reported by the next step()
   std::vector<float> logits_;
   std::vector<sampling::SampleInput> rows_;

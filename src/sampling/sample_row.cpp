@@ -6,6 +6,13 @@ bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
+bool needs_token_history(const SamplingParams& p) {
+  if (has_penalties(p)) return true;
+  for (const auto& word : p.bad_words_token_ids)
+    if (word.size() > 1) return true;
+  return false;
+}
+
 std::vector<int32_t> suppressed_ids(const SamplingParams& p, int64_t num_output_tokens,
                                     std::span<const int64_t> eos_token_ids) {
   std::vector<int32_t> out;
@@ -17,7 +24,9 @@ std::vector<int32_t> suppressed_ids(const SamplingParams& p, int64_t num_output_
 }
 
 bool needs_host_sampling(const SampleRow& row) {
-  return row.params->logprobs.has_value() || has_penalties(*row.params) || !row.suppressed_ids.empty();
+  const SamplingParams& p = *row.params;
+  return p.logprobs.has_value() || has_penalties(p) || !row.suppressed_ids.empty() || !p.logit_bias.empty() ||
+         !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() || p.constraint != nullptr;
 }
 
 }  // namespace optimate::sampling

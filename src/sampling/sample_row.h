@@ -22,16 +22,18 @@ struct SampleRow {
   std::vector<int32_t> output_ids;
 };
 
-// Repetition, presence or frequency penalties: the row needs the sequence's tokens.
+// Repetition, presence or frequency penalties.
 bool has_penalties(const SamplingParams& params);
+// Penalties or multi-token bad words: the row needs the sequence's tokens.
+bool needs_token_history(const SamplingParams& params);
 
 // The ids a row may not draw: below min_tokens nothing may end the sequence, so its ending
 // tokens (EOS unless ignored, and its stop ids) are suppressed.
 std::vector<int32_t> suppressed_ids(const SamplingParams& params, int64_t num_output_tokens,
                                     std::span<const int64_t> eos_token_ids);
 
-// Rows a device sampler cannot draw: penalties and logprobs need the whole row on the host,
-// and so do suppressed ids.
+// Rows a device sampler cannot draw: penalties, logprobs, biases, allowed or banned ids and
+// grammars need the whole row on the host, and so do suppressed ids.
 bool needs_host_sampling(const SampleRow& row);
 
 }  // namespace optimate::sampling

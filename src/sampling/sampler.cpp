@@ -44,8 +44,12 @@ float Sampler::process(const SampleInput& in) {
   check_ids(in.prompt_ids, "prompt");
   check_ids(in.output_ids, "output");
   check_ids(in.suppressed_ids, "suppressed");
+  if (!in.allowed_mask.empty() && static_cast<int64_t>(in.allowed_mask.size()) != token_mask_words(vocab_size_))
+    fail(ErrorCode::kInvalidArgument, "token mask has {} words, the vocabulary needs {}", in.allowed_mask.size(),
+         token_mask_words(vocab_size_));
 
   std::copy(in.logits.begin(), in.logits.end(), z_.begin());
+  restrict_and_bias(in);
   if (p.repetition_penalty != 1.0f) {
     const float r = p.repetition_penalty;
     auto penalize = [&](int32_t id) {
@@ -67,11 +71,45 @@ float Sampler::process(const SampleInput& in) {
     }
   }
   for (int32_t id : in.suppressed_ids) z_[id] = kNegInf;
+  if (!in.allowed_mask.empty()) {
+    apply_mask(in.allowed_mask);
+    if (*std::max_element(z_.begin(), z_.end()) == kNegInf) {
+      std::copy(in.logits.begin(), in.logits.end(), z_.begin());
+      apply_mask(in.allowed_mask);
+    }
+  }
   if (!p.greedy()) {
     const float t = p.temperature;
     for (float& v : z_) v = v / t;
   }
   return *std::max_element(z_.begin(), z_.end());
+}
+
+void Sampler::restrict_and_bias(const SampleInput& in) {
+  const SamplingParams& p = *in.params;
+  if (!p.allowed_token_ids.empty()) {
+    for (int32_t id : p.allowed_token_ids)
+      if (id >= 0 && id < vocab_size_) seen_[id] = 1;
+    for (int64_t id = 0; id < vocab_size_; ++id)
+      if (!seen_[id]) z_[id] = kNegInf;
+    for (int32_t id : p.allowed_token_ids)
+      if (id >= 0 && id < vocab_size_) seen_[id] = 0;
+  }
+  for (const auto& word : p.bad_words_token_ids) {
+    const size_t prefix = word.size() - 1;
+    if (prefix > in.output_ids.size()) continue;
+    if (!std::equal(word.begin(), word.begin() + static_cast<std::ptrdiff_t>(prefix),
+                    in.output_ids.end() - static_cast<std::ptrdiff_t>(prefix)))
+      continue;
+    if (word.back() >= 0 && word.back() < vocab_size_) z_[word.back()] = kNegInf;
+  }
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab_size_) z_[id] += bias;
+}
+
+void Sampler::apply_mask(std::span<const uint32_t> mask) {
+  for (int64_t id = 0; id < vocab_size_; ++id)
+    if (!((mask[id >> 5] >> (id & 31)) & 1u)) z_[id] = kNegInf;
 }
 
 bool Sampler::truncate(const SamplingParams& p, float max_z) {
@@ -170,6 +208,8 @@ void Sampler::fill_logprobs(const SampleInput& in, float max_z, SampleOutput& ou
   for (float v : z_) sum += std::exp(v - max_z);
   const float log_norm = max_z + std::log(sum);
   out.logprob = z_[out.token_id] - log_norm;
+  const float chosen = z_[out.token_id];
+  out.rank = 1 + std::count_if(z_.begin(), z_.end(), [&](float v) { return v > chosen; });
   const int64_t n = std::min<int64_t>(*in.params->logprobs, vocab_size_);
   out.top_logprobs.clear();
   if (n <= 0) return;

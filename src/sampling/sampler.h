@@ -1,12 +1,20 @@
 // Token sampling on the host, and the specification the GPU sampling kernel reproduces.
 //
-// For one row (one request's logits l[V], fp32), in this order:
+// For one row (one request's logits l[V], fp32), in this order (vLLM's):
+//  0. Restrictions and biases, in place on l:
+//     a. allowed_token_ids: every other id gets l = -inf;
+//     b. bad words: the last token of a bad word whose other tokens end the output, -inf;
+//     c. logit_bias: l += bias.
 //  1. Penalties, in place on l:
 //     a. repetition r != 1 (Hugging Face RepetitionPenaltyLogitsProcessor): for every distinct
 //        id in prompt ∪ output, l = l < 0 ? l * r : l / r.
 //     b. frequency f, presence p (OpenAI/vLLM, output tokens only): for every distinct id with
 //        c > 0 occurrences in the output, l -= f * c + p.
 //     c. suppressed ids (the engine passes EOS/stop ids while below min_tokens): l = -inf.
+//     d. the grammar's mask (structured outputs): ids it does not allow, -inf.
+//     Should 0-1 leave every id at -inf (the grammar's only way on is to end while min_tokens
+//     suppresses the ending, or allowed_token_ids and the grammar do not meet), l restarts from
+//     the model's logits with the grammar's mask alone: the grammar wins.
 //  2. Greedy (temperature == 0 or top_k == 1): the token is argmax l, lowest id on ties;
 //     logprobs are the log-softmax of l.
 //  3. Otherwise z = l / temperature and m = max z. The kept set S starts as all ids:
@@ -43,6 +51,8 @@ struct SampleInput {
   std::span<const int32_t> prompt_ids;
   std::span<const int32_t> output_ids;
   std::span<const int32_t> suppressed_ids;  // never sampled this step (EOS under min_tokens)
+  // The grammar's mask (token_mask_words(vocab) words, bit set = allowed); empty: no grammar.
+  std::span<const uint32_t> allowed_mask;
 };
 
 struct TokenLogprob {
@@ -54,6 +64,7 @@ struct SampleOutput {
   int32_t token_id = -1;
   float logprob = 0.0f;                   // of token_id (see top comment); set when
                                           // params.logprobs is, else 0
+  int64_t rank = 0;                       // of token_id: 1 + ids more likely (with logprobs)
   std::vector<TokenLogprob> top_logprobs; // params.logprobs entries, best first, when asked
 };
 
@@ -74,6 +85,10 @@ class Sampler {
  private:
   // Fills z_ with the processed logits (penalties, temperature) and returns max z.
   float process(const SampleInput& in);
+  // Step 0 of the top comment, on z_.
+  void restrict_and_bias(const SampleInput& in);
+  // Step 1d: -inf outside the grammar's mask.
+  void apply_mask(std::span<const uint32_t> mask);
   // Fills kept_ with the ids kept by top-k/top-p/min-p in ascending id order; returns false
   // when no truncation is active (every id is kept, kept_ untouched).
   bool truncate(const SamplingParams& p, float max_z);

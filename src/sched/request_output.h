@@ -39,6 +39,9 @@ struct RequestOutput {
   std::vector<int32_t> new_token_ids;
   std::string text;   // decoded text of new_token_ids (engine layer)
   std::vector<TokenLogprobs> logprobs;  // one per new token when logprobs were asked for
+  // With prompt_logprobs, on the sequence's first output: one entry per prompt token after
+  // the first (whose logprob is undefined), the token's own logprob and rank in `sampled`.
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   // vLLM's stop_reason: the stop token id or the stop string that ended the sequence.

@@ -172,11 +172,25 @@ sampling::SampleRow Scheduler::sample_row(const Request& r) const {
   row.seed = r.seed;
   row.output_index = r.num_output_tokens();
   row.suppressed_ids = sampling::suppressed_ids(*r.params, r.num_output_tokens(), config_.eos_token_ids);
-  if (sampling::has_penalties(*r.params)) {
+  if (sampling::needs_token_history(*r.params)) {
     row.prompt_ids.assign(r.token_ids.begin(), r.token_ids.begin() + r.num_prompt_tokens);
     row.output_ids.assign(r.token_ids.begin() + r.num_prompt_tokens, r.token_ids.end());
   }
   return row;
+}
+
+namespace {
+// Rows of prompt logits one step may hold (a row is a vocabulary of floats on the host).
+constexpr int64_t kMaxPromptLogitsRows = 512;
+}  // namespace
+
+bool Scheduler::wants_prompt_logits(const Request& r) const {
+  // The first sample reports them; its siblings share its prompt.
+  return r.params->prompt_logprobs && r.seq_index == 0 && r.num_computed_tokens + 1 < r.num_prompt_tokens;
+}
+
+int64_t Scheduler::cap_for_prompt_logits(const Request& r, int64_t num_new) const {
+  return wants_prompt_logits(r) ? std::min(num_new, prompt_logits_left_) : num_new;
 }
 
 void Scheduler::requantize(const optim::SchedulerView& view, StepPlan& plan) {
@@ -209,13 +223,18 @@ StepPlan Scheduler::schedule() {
   StepPlan plan;
   std::vector<Pending> pending;
   int64_t budget = config_.max_num_batched_tokens;
+  prompt_logits_left_ = kMaxPromptLogitsRows;
   requantize(make_view(pending, budget), plan);
   const optim::SchedulerView start_view = make_view(pending, budget);
 
   // 1. Running sequences: decodes and unfinished prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request& r = *requests_.at(running_[i]);
-    const int64_t num_new = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+    const int64_t num_new = cap_for_prompt_logits(r, std::min(r.num_tokens() - r.num_computed_tokens, budget));
+    if (num_new == 0) {  // this step's prompt-logits rows are spent
+      ++i;
+      continue;
+    }
     const kv::KvPrecision precision = precision_for(r, start_view);
     bool scheduled = false;
     while (true) {
@@ -238,6 +257,7 @@ StepPlan Scheduler::schedule() {
     }
     // It gave its own blocks back; running_[i] is now the next sequence, which may fit.
     if (!scheduled) continue;
+    if (wants_prompt_logits(r)) prompt_logits_left_ -= num_new;
     pending.push_back({r.seq_id, num_new});
     budget -= num_new;
     ++i;
@@ -258,6 +278,11 @@ StepPlan Scheduler::schedule() {
     s.block_ids.assign(blocks.begin(), blocks.end());
     s.want_logits = s.start_pos + p.num_new == r.num_tokens();
     if (s.want_logits) s.sample = sample_row(r);
+    if (wants_prompt_logits(r)) {
+      s.all_logits = true;
+      s.prompt_targets.assign(r.token_ids.begin() + s.start_pos + 1,
+                              r.token_ids.begin() + std::min(s.start_pos + p.num_new + 1, r.num_prompt_tokens));
+    }
     plan.num_tokens += p.num_new;
     plan.seqs.push_back(std::move(s));
   }

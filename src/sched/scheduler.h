@@ -124,6 +124,11 @@ class Scheduler {
   void release(Request& r, FinishReason reason);
   RequestOutput make_output(const Request& r) const;
   sampling::SampleRow sample_row(const Request& r) const;
+  // Prompt logprobs: whether the sequence's next chunk needs a logits row per token, and the
+  // most tokens it may then compute this step (the step's rows are bounded: each costs a
+  // vocabulary of floats on the host).
+  bool wants_prompt_logits(const Request& r) const;
+  int64_t cap_for_prompt_logits(const Request& r, int64_t num_new) const;
 
   SchedulerConfig config_;
   optim::PolicySet policies_;
@@ -142,6 +147,7 @@ class Scheduler {
   // The last step's time from schedule() to update(): forward pass and sampling, no idling.
   int64_t schedule_start_ns_ = 0;
   int64_t last_step_ns_ = 0;
+  int64_t prompt_logits_left_ = 0;  // logits rows prompt logprobs may still take this step
 };
 
 }  // namespace optimate::sched

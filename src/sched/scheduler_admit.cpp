@@ -31,11 +31,13 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
     }
   }
   const kv::KvPrecision precision = precision_for(r, view);
-  if (!forked) {
+  // Prompt logprobs need every prompt token's logits: a cached prefix would skip them.
+  if (!forked && !r.params->prompt_logprobs) {
     hit = kv_.find_cached_prefix(r.seq_id, r.token_ids, precision);
     computed = hit.num_tokens;
   }
   num_new = std::min(r.num_tokens() - computed, budget);
+  if (wants_prompt_logits(r)) num_new = std::min(num_new, prompt_logits_left_);
   if (!kv_.allocate(r.seq_id, computed, num_new, hit, precision)) {
     kv_.free(r.seq_id);
     return false;
@@ -69,6 +71,8 @@ void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, St
       const Request* parent = find(*r.fork_parent);
       if (parent && parent->num_computed_tokens < parent->num_prompt_tokens) continue;
     }
+    // This step's prompt-logits rows are spent: it goes first next step.
+    if (wants_prompt_logits(r) && prompt_logits_left_ == 0) continue;
     bool admitted = false;
     int64_t num_new = 0;
     while (true) {
@@ -97,6 +101,7 @@ void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, St
     if (r.first_admitted_ns < 0) r.first_admitted_ns = view.now_ns;
     running_.push_back(r.seq_id);
     if (num_new == 0) continue;  // swapped in: runs from the next step
+    if (wants_prompt_logits(r)) prompt_logits_left_ -= num_new;
     pending.push_back({r.seq_id, num_new});
     budget -= num_new;
   }

@@ -19,6 +19,11 @@ struct ScheduledSeq {
   std::vector<int32_t> block_ids;  // block table covering [0, start_pos + token_ids.size())
   bool want_logits = false;        // the chunk reaches the sequence's end: sample a token
   sampling::SampleRow sample;      // how to draw that token (set when want_logits)
+  // Prompt logprobs: the logits of every token of the chunk are wanted (the runner's
+  // all_logits), and row j's logprob of prompt_targets[j], the prompt token at position
+  // start_pos + j + 1, is reported. Empty when the chunk covers no such position.
+  bool all_logits = false;
+  std::vector<int32_t> prompt_targets;
 };
 
 struct StepPlan {

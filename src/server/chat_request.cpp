@@ -27,6 +27,26 @@ std::string message_content(const Json& content, size_t index) {
   return text;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}]; the arguments reach the template parsed, as vLLM passes them.
+std::vector<ChatToolCall> message_tool_calls(const Json& calls, size_t index) {
+  if (!calls.is_array()) bad_request("messages", "messages[{}].tool_calls must be a list", index);
+  std::vector<ChatToolCall> out;
+  for (const auto& call : calls) {
+    const Json* function = call.is_object() ? get_object(call, "function") : nullptr;
+    auto name = function ? get_string(*function, "name") : std::nullopt;
+    if (!name) bad_request("messages", "messages[{}].tool_calls[].function.name is required", index);
+    ChatToolCall c{*name, Json::object()};
+    if (auto args = function->find("arguments"); args != function->end() && !args->is_null()) {
+      c.arguments = args->is_string() ? Json::parse(args->get<std::string>(), nullptr, false) : *args;
+      if (c.arguments.is_discarded())
+        bad_request("messages", "messages[{}].tool_calls[].function.arguments must be JSON", index);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
@@ -47,21 +67,30 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
     if (*role != "system" && *role != "developer" && *role != "user" && *role != "assistant" &&
         *role != "tool")
       bad_request("messages", "messages[{}].role '{}' is not a valid role", i, *role);
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null())
-      bad_request("messages", "messages[{}]: tool calls are not supported", i);
     auto content = m.find("content");
-    r.messages.push_back({*role, content == m.end() ? std::string() : message_content(*content, i)});
+    ChatMessage message{*role, content == m.end() ? std::string() : message_content(*content, i)};
+    if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+      message.tool_calls = message_tool_calls(*calls, i);
+      message.has_tool_calls = true;
+    }
+    r.messages.push_back(std::move(message));
   }
 
-  if (auto tools = body.find("tools"); tools != body.end() && !tools->is_null() && !tools->empty())
-    bad_request("tools", "tools are not supported");
-  r.add_generation_prompt = get_bool(body, "add_generation_prompt").value_or(true);
-  if (get_bool(body, "continue_final_message").value_or(false))
-    bad_request("continue_final_message", "continue_final_message is not supported");
+  r.tools = parse_tool_request(body);
+  if (r.grammar && (r.tools.choice == ToolChoice::kNamed || r.tools.choice == ToolChoice::kRequired))
+    bad_request("tool_choice", "You can only either use structured outputs or a forced tool call, not both.");
+  if (auto forced = forced_call_grammar(r.tools)) r.grammar = std::move(forced);
+  r.continue_final_message = get_bool(body, "continue_final_message").value_or(false);
+  auto generation_prompt = get_bool(body, "add_generation_prompt");
+  if (r.continue_final_message && generation_prompt.value_or(false))
+    bad_request("continue_final_message", "Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  r.add_generation_prompt = generation_prompt.value_or(!r.continue_final_message);
+  r.echo = get_bool(body, "echo").value_or(false);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top = get_int(body, "top_logprobs");
   if (top && !r.logprobs) bad_request("top_logprobs", "top_logprobs requires logprobs=true");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
+  // echo in chat repeats the last message; the prompt's logprobs come only with prompt_logprobs.
   validate_sampling(r);
   return r;
 }

@@ -52,8 +52,15 @@ CompletionRequest parse_completion_request(const Json& body, int64_t vocab_size)
       bad_request("prompt", "prompt must not be empty");
 
   if (auto v = get_int(body, "logprobs")) r.params.logprobs = *v;
-  if (get_bool(body, "echo").value_or(false)) bad_request("echo", "echo is not supported");
-  if (get_string(body, "suffix")) bad_request("suffix", "suffix is not supported");
+  r.echo = get_bool(body, "echo").value_or(false);
+  // echo with max_tokens 0 scores the prompt alone (lm-evaluation-harness's loglikelihood): the
+  // engine draws one token that is not returned. Its prompt logprobs are the logprobs asked.
+  if (r.echo && r.max_tokens == 0) {
+    r.echo_only = true;
+    r.max_tokens = 1;
+    r.params.min_tokens = 0;
+  }
+  if (r.echo && r.params.logprobs && !r.params.prompt_logprobs) r.params.prompt_logprobs = r.params.logprobs;
   validate_sampling(r);
   return r;
 }

@@ -12,6 +12,7 @@
 #include "optim/priority_levels.h"
 #include "optim/registry.h"
 #include "server/api_error.h"
+#include "structured/grammar_compiler.h"
 
 namespace optimate::server {
 namespace {
@@ -58,9 +59,21 @@ struct EngineBackend::Live {
   std::atomic<int64_t>* num_live = nullptr;
   int64_t num_unfinished = 0;  // engine thread only
   int64_t num_prompt_tokens = 0;
+  int32_t first_prompt_token = 0;
+  bool tokens_as_ids = false;
+  bool want_prompt_logprobs = false;
+  std::vector<bool> prompt_given;  // per sequence: its first output carried the prompt logprobs
 
-  std::string token_text(int32_t id) const {
-    return tokenizer->decode(std::span<const int32_t>(&id, 1), /*skip_special_tokens=*/false);
+  TokenAlternative alternative(const sched::TokenLogprob& t) const {
+    std::string text = tokens_as_ids ? fmt::format("token_id:{}", t.token_id)
+                                     : tokenizer->decode(std::span<const int32_t>(&t.token_id, 1), false);
+    return {t.token_id, std::move(text), t.logprob, t.rank};
+  }
+
+  LogprobEntry entry(const sched::TokenLogprobs& lp) const {
+    LogprobEntry e{alternative(lp.sampled), {}, true};
+    for (const sched::TokenLogprob& t : lp.top) e.top.push_back(alternative(t));
+    return e;
   }
 
   void on_output(RequestOutput out) {
@@ -68,12 +81,16 @@ struct EngineBackend::Live {
     g.index = out.index;
     g.text = std::move(out.text);
     g.num_new_tokens = static_cast<int64_t>(out.new_token_ids.size());
+    g.token_ids = out.new_token_ids;
     g.num_prompt_tokens = num_prompt_tokens;
     if (out.queue_ns >= 0) g.queue_s = static_cast<double>(out.queue_ns) * 1e-9;
-    for (const sched::TokenLogprobs& lp : out.logprobs) {
-      LogprobEntry e{token_text(lp.sampled.token_id), lp.sampled.logprob, {}};
-      for (const sched::TokenLogprob& t : lp.top) e.top.emplace_back(token_text(t.token_id), t.logprob);
-      g.logprobs.push_back(std::move(e));
+    for (const sched::TokenLogprobs& lp : out.logprobs) g.logprobs.push_back(entry(lp));
+    if (want_prompt_logprobs && out.index >= 0 && out.index < static_cast<int64_t>(prompt_given.size()) &&
+        !prompt_given[out.index] && !out.new_token_ids.empty()) {
+      prompt_given[out.index] = true;
+      // The first prompt token has no logprob: nothing predicts it.
+      g.prompt_logprobs.push_back({alternative({first_prompt_token, 0.0f, 0}), {}, false});
+      for (const sched::TokenLogprobs& lp : out.prompt_logprobs) g.prompt_logprobs.push_back(entry(lp));
     }
     if (out.finished) {
       g.finished = true;
@@ -134,6 +151,9 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   info_.num_kv_blocks = limits.num_kv_blocks;
   info_.max_num_seqs = limits.max_num_seqs;
   info_.max_num_batched_tokens = limits.max_num_batched_tokens;
+  if (chat_template_ && chat_template_->family() != ChatTemplate::Family::kChatMl)
+    info_.tool_parser = ToolParser::kLlama3Json;
+  eos_token_ids_ = engine.runner().config().eos_token_ids;
   specs_ = engine.config().optimizers;
   priority_order_ = engine.config().priority_order;
   update_priority_labels();
@@ -154,10 +174,34 @@ std::string EngineBackend::detokenize(std::span<const int32_t> ids) const {
   return tokenizer_->decode(ids, /*skip_special_tokens=*/false);
 }
 
-std::string EngineBackend::render_chat(std::span<const ChatMessage> messages,
-                                       bool add_generation_prompt) const {
+std::string EngineBackend::render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                       const ChatRenderOptions& options) const {
   if (!chat_template_) throw ApiError(400, "This model has no usable chat template: " + chat_template_error_);
-  return chat_template_->render(messages, add_generation_prompt);
+  return chat_template_->render(messages, add_generation_prompt, options);
+}
+
+std::shared_ptr<const TokenConstraint> EngineBackend::compile_grammar(const structured::GrammarSpec& spec) {
+  if (!structured::GrammarCompiler::available()) return structured::GrammarCompiler(structured::Vocabulary{}).compile(spec);
+  {
+    std::lock_guard lock(grammar_mutex_);
+    if (!grammar_compiler_) {
+      // Built on first use: reading the vocabulary into the grammar engine takes a moment.
+      structured::Vocabulary v;
+      v.encoding = tokenizer_->kind() == "SentencePiece BPE" ? structured::Vocabulary::Encoding::kByteFallback
+                                                             : structured::Vocabulary::Encoding::kByteLevel;
+      v.vocab_size = info_.vocab_size;
+      const int32_t n = std::min<int32_t>(tokenizer_->vocab_size(), static_cast<int32_t>(info_.vocab_size));
+      v.tokens.reserve(static_cast<size_t>(n));
+      for (int32_t id = 0; id < n; ++id)
+        v.tokens.push_back(tokenizer_->is_special(id) ? std::string() : tokenizer_->id_to_token(id));
+      for (int64_t id : eos_token_ids_) v.stop_token_ids.push_back(static_cast<int32_t>(id));
+      for (int32_t id : tokenizer_->stop_ids())
+        if (std::find(v.stop_token_ids.begin(), v.stop_token_ids.end(), id) == v.stop_token_ids.end())
+          v.stop_token_ids.push_back(id);
+      grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(v);
+    }
+  }
+  return grammar_compiler_->compile(spec);
 }
 
 void EngineBackend::submit(BackendRequest request, OutputSink sink) {
@@ -167,6 +211,10 @@ void EngineBackend::submit(BackendRequest request, OutputSink sink) {
   live->num_live = &num_live_;
   live->num_unfinished = request.params.n;
   live->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+  live->first_prompt_token = request.prompt_token_ids.empty() ? 0 : request.prompt_token_ids.front();
+  live->tokens_as_ids = request.tokens_as_ids;
+  live->want_prompt_logprobs = request.params.prompt_logprobs.has_value();
+  live->prompt_given.assign(static_cast<size_t>(request.params.n), false);
   const int64_t n = request.params.n;
   RequestListener listener{[live](RequestOutput out) { live->on_output(std::move(out)); },
                            [live, n](const Error& e) { live->on_error(e, n); }};

@@ -16,6 +16,10 @@
 #include "server/generation_backend.h"
 #include "tokenizer/tokenizer.h"
 
+namespace optimate::structured {
+class GrammarCompiler;
+}
+
 namespace optimate::server {
 
 struct EngineBackendOptions {
@@ -32,8 +36,9 @@ class EngineBackend final : public GenerationBackend {
   const ModelInfo& model() const override { return info_; }
   std::vector<int32_t> tokenize(std::string_view text, bool add_special_tokens) const override;
   std::string detokenize(std::span<const int32_t> ids) const override;
-  std::string render_chat(std::span<const ChatMessage> messages,
-                          bool add_generation_prompt) const override;
+  std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                          const ChatRenderOptions& options = {}) const override;
+  std::shared_ptr<const TokenConstraint> compile_grammar(const structured::GrammarSpec& spec) override;
 
   void submit(BackendRequest request, OutputSink sink) override;
   void abort(const std::string& request_id) override;
@@ -83,6 +88,9 @@ class EngineBackend final : public GenerationBackend {
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;  // absent: the model has none (chat requests fail)
   std::string chat_template_error_;
+  std::vector<int64_t> eos_token_ids_;
+  std::mutex grammar_mutex_;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // built on first use
   std::atomic<int64_t> num_live_{0};
   mutable std::mutex specs_mutex_;
   std::vector<OptimizerSpec> specs_;  // as configured, then as changed through the API

@@ -15,6 +15,8 @@
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "server/openai_response.h"
+#include "server/tool_call_parser.h"
+#include "structured/grammar_spec.h"
 #include "tokenizer/chat_template.h"
 
 namespace optimate::server {
@@ -33,6 +35,8 @@ struct ModelInfo {
   int64_t num_kv_blocks = 0;
   int64_t max_num_seqs = 0;
   int64_t max_num_batched_tokens = 0;
+  // How tool calls read in the chat template's format (tool_choice "auto").
+  ToolParser tool_parser = ToolParser::kHermes;
 };
 
 // A replica's load now, as routers ask for it (GET /get_load).
@@ -47,6 +51,7 @@ struct BackendRequest {
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;  // max_tokens resolved
   int64_t priority = 0;   // the engine's order: larger runs first
+  bool tokens_as_ids = false;  // logprob tokens written "token_id:ID" (return_tokens_as_token_ids)
 };
 
 // One choice's progress since its previous output.
@@ -54,6 +59,9 @@ struct GenerationOutput {
   int64_t index = 0;
   std::string text;                    // complete UTF-8
   std::vector<LogprobEntry> logprobs;  // one per new token when logprobs were asked for
+  std::vector<int32_t> token_ids;      // the new tokens
+  // With prompt logprobs, on the choice's first output: one per prompt token, the first unknown.
+  std::vector<LogprobEntry> prompt_logprobs;
   int64_t num_new_tokens = 0;
   bool finished = false;
   std::string finish_reason;  // "stop", "length" or "abort" once finished
@@ -72,8 +80,11 @@ class GenerationBackend {
   virtual const ModelInfo& model() const = 0;
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special_tokens) const = 0;
   virtual std::string detokenize(std::span<const int32_t> ids) const = 0;
-  virtual std::string render_chat(std::span<const ChatMessage> messages,
-                                  bool add_generation_prompt) const = 0;
+  virtual std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                  const ChatRenderOptions& options = {}) const = 0;
+  // A grammar over the model's vocabulary; ApiError(400) naming spec.field when it cannot be
+  // compiled or the binary has no grammar engine.
+  virtual std::shared_ptr<const TokenConstraint> compile_grammar(const structured::GrammarSpec& spec) = 0;
 
   // Queues a request; outputs reach `sink` until every choice has finished (an aborted request
   // finishes with reason "abort"). Throws ApiError or Error for requests the engine refuses.

@@ -17,6 +17,43 @@ int64_t saturating_add(int64_t a, int64_t b) {
   return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
 }
 
+// logit_bias, allowed_token_ids and bad_words (the last tokenized later, by the server).
+void parse_token_controls(const Json& body, GenerationRequest& r, int64_t vocab_size) {
+  SamplingParams& p = r.params;
+  if (const Json* bias = get_object(body, "logit_bias")) {
+    for (const auto& [key, value] : bias->items()) {
+      int64_t id = -1;
+      try {
+        size_t used = 0;
+        id = std::stoll(key, &used);
+        if (used != key.size()) id = -1;
+      } catch (const std::exception&) {
+      }
+      if (id < 0 || id >= vocab_size)
+        bad_request("logit_bias", "logit_bias keys must be token ids in [0, {}), got '{}'", vocab_size, key);
+      if (!value.is_number()) bad_request("logit_bias", "logit_bias[{}] must be a number", key);
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+    }
+  }
+  if (auto ids = get_int_list(body, "allowed_token_ids")) {
+    if (ids->empty()) bad_request("allowed_token_ids", "allowed_token_ids must not be empty");
+    for (int64_t id : *ids) {
+      if (id < 0 || id >= vocab_size)
+        bad_request("allowed_token_ids", "allowed_token_ids must be token ids in [0, {}), got {}", vocab_size, id);
+      p.allowed_token_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  if (body.contains("bad_words") && !body["bad_words"].is_null()) {
+    const Json& words = body["bad_words"];
+    if (!words.is_array()) bad_request("bad_words", "bad_words must be a list of strings");
+    for (const auto& w : words) {
+      if (!w.is_string() || w.get<std::string>().empty())
+        bad_request("bad_words", "bad_words must be a list of non-empty strings");
+      r.bad_words.push_back(w.get<std::string>());
+    }
+  }
+}
+
 }  // namespace
 
 void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t vocab_size) {
@@ -46,15 +83,25 @@ void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t voc
   if (auto v = get_int(body, "priority")) r.priority = *v;
   if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
 
-  if (auto best_of = get_int(body, "best_of"); best_of && *best_of != p.n)
-    bad_request("best_of", "best_of different from n is not supported");
-  if (const Json* bias = get_object(body, "logit_bias"); bias && !bias->empty())
-    bad_request("logit_bias", "logit_bias is not supported");
-  if (const Json* format = get_object(body, "response_format")) {
-    auto type = get_string(*format, "type");
-    if (type && *type != "text")
-      bad_request("response_format", "response_format {} is not supported", *type);
+  parse_token_controls(body, r, vocab_size);
+  r.best_of = get_int(body, "best_of");
+  if (r.best_of && (*r.best_of < p.n || *r.best_of > 128))
+    bad_request("best_of", "best_of must be in [n, 128] (n = {}), got {}", p.n, *r.best_of);
+  if (auto id = get_string(body, "request_id")) r.request_id = *id;
+  r.truncate_prompt_tokens = get_int(body, "truncate_prompt_tokens");
+  if (r.truncate_prompt_tokens && *r.truncate_prompt_tokens < 1 && *r.truncate_prompt_tokens != -1)
+    bad_request("truncate_prompt_tokens", "truncate_prompt_tokens must be at least 1 (or -1: the context length), got {}",
+                *r.truncate_prompt_tokens);
+  if (auto side = get_string(body, "truncation_side")) {
+    if (*side != "left" && *side != "right")
+      bad_request("truncation_side", "truncation_side must be 'left' or 'right', got '{}'", *side);
+    r.truncate_left = *side == "left";
   }
+  r.return_tokens_as_token_ids = get_bool(body, "return_tokens_as_token_ids").value_or(false);
+  r.return_token_ids = get_bool(body, "return_token_ids").value_or(false);
+  if (auto v = get_int(body, "prompt_logprobs")) p.prompt_logprobs = *v;
+  r.grammar = parse_structured_outputs(body);
+  refuse_unbuilt_fields(body);
 
   r.stream = get_bool(body, "stream").value_or(false);
   if (const Json* options = get_object(body, "stream_options")) {
@@ -63,6 +110,10 @@ void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t voc
     r.include_usage = get_bool(*options, "include_usage").value_or(false);
     r.continuous_usage_stats = get_bool(*options, "continuous_usage_stats").value_or(false);
   }
+  if (r.stream && p.prompt_logprobs)
+    bad_request("prompt_logprobs", "`prompt_logprobs` are not available when `stream=True`.");
+  if (r.stream && r.best_of && *r.best_of != p.n)
+    bad_request("best_of", "best_of must equal n when streaming (the best choices are known only at the end)");
 }
 
 void validate_sampling(const GenerationRequest& r) {

@@ -2,13 +2,20 @@
 // JSON body when every choice has finished; records the request's latency metrics.
 //
 // A /v1/completions request may carry several prompts; as in vLLM, prompt p's n choices are
-// choices p * n .. p * n + n - 1 of one response, and usage sums over the prompts.
+// choices p * n .. p * n + n - 1 of one response, and usage sums over the prompts. With
+// best_of > n the engine draws best_of sequences per prompt and the n with the highest
+// cumulative logprob are returned (best_of equals n when streaming).
+//
+// Echo puts the prompt (completions) or the last message (chat) before a choice's text, and
+// with completions' logprobs the prompt's token logprobs before its own. With tools, each
+// choice's text goes through a ToolCallStream: calls leave as tool_calls, the rest as content.
 //
 // on_outputs() runs on the exchange's strand, so a stream needs no lock of its own.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +24,7 @@
 #include "server/generation_backend.h"
 #include "server/http_exchange.h"
 #include "server/openai_response.h"
+#include "server/tool_call_parser.h"
 
 namespace optimate::server {
 
@@ -28,11 +36,22 @@ struct StreamSettings {
   bool include_usage = false;
   bool continuous_usage_stats = false;
   bool want_logprobs = false;
-  int64_t n = 1;  // choices per prompt
+  int64_t n = 1;        // choices per prompt returned
+  int64_t best_of = 1;  // sequences per prompt generated (>= n)
   std::vector<int64_t> num_prompt_tokens;  // one entry per prompt
   int64_t max_tokens = 0;
   int64_t priority = 0;  // in the engine's order (metrics map it to a bounded label)
-  int64_t num_choices() const { return n * static_cast<int64_t>(num_prompt_tokens.size()); }
+  // Echo: text put before each choice of prompt p (empty: no echo).
+  std::vector<std::string> echo_text;
+  bool echo_logprobs = false;  // completions: the prompt's logprobs before the choice's
+  bool echo_only = false;      // echo with max_tokens 0: the generated token is not returned
+  bool want_prompt_logprobs = false;  // vLLM's prompt_logprobs field
+  bool return_token_ids = false;
+  std::vector<std::vector<int32_t>> prompt_token_ids;  // with return_token_ids
+  std::optional<ToolRequest> tools;  // chat with tools (tool_choice other than none)
+  ToolParser tool_parser = ToolParser::kHermes;
+  int64_t num_prompts() const { return static_cast<int64_t>(num_prompt_tokens.size()); }
+  int64_t num_sequences() const { return best_of * num_prompts(); }
 };
 
 class GenerationStream {
@@ -41,7 +60,7 @@ class GenerationStream {
                    StreamSettings settings, metrics::ServingMetrics* metrics, const Clock& clock);
 
   void on_outputs(const std::vector<GenerationOutput>& outputs);
-  bool done() const { return num_finished_ == settings_.num_choices(); }
+  bool done() const { return num_finished_ == settings_.num_sequences(); }
 
  private:
   struct Choice {
@@ -50,14 +69,25 @@ class GenerationStream {
     std::string text;  // whole text (non-streaming)
     int64_t text_bytes = 0;  // bytes so far (completions logprob offsets)
     std::vector<LogprobEntry> logprobs;
+    std::vector<LogprobEntry> prompt_logprobs;
+    std::vector<int32_t> token_ids;
+    double cumulative_logprob = 0.0;
     std::string finish_reason;
     Json stop_reason;
     int64_t num_tokens = 0;
     double queue_s = -1;
+    std::unique_ptr<ToolCallStream> tools;  // streaming with tools
   };
 
+  // What a choice shows of one output: echo first, the generated part unless echo_only.
   void stream_delta(Choice& choice, const GenerationOutput& out);
   void complete();
+  void send_response(const UsageCounts& usage);
+  // The prompt's logprobs as echoed (completions) and as vLLM's prompt_logprobs field.
+  std::vector<LogprobEntry> echoed_prompt_logprobs(const Choice& choice) const;
+  // The returned sequences of every prompt, in response order (best_of's selection).
+  std::vector<size_t> returned_sequences() const;
+  std::string finish_reason(const Choice& choice, bool called_tools) const;
   void record_timing(const GenerationOutput& out);
   UsageCounts usage() const;
 
@@ -69,7 +99,7 @@ class GenerationStream {
   int64_t arrival_ns_;
   int64_t first_token_ns_ = -1;
   int64_t last_token_ns_ = -1;
-  std::vector<Choice> choices_;
+  std::vector<Choice> choices_;  // one per sequence
   int64_t num_finished_ = 0;
 };
 

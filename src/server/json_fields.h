@@ -13,7 +13,9 @@
 
 namespace optimate::server {
 
-using Json = nlohmann::json;
+// Objects keep their keys in the order the client wrote them: a JSON schema's properties are
+// generated in that order, and tools are shown to the model as written.
+using Json = nlohmann::ordered_json;
 
 std::optional<int64_t> get_int(const Json& object, const char* name);
 std::optional<double> get_number(const Json& object, const char* name);

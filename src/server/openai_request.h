@@ -1,7 +1,7 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) parsed and validated into
-// plain structs with SamplingParams, including vLLM's extra fields. Unknown fields are ignored
-// as vLLM ignores them; features Optimate does not build (tools, images, logit_bias, echo,
-// suffix, JSON mode) are refused with a 400 that says so.
+// plain structs with SamplingParams, including vLLM's extra fields. Every field vLLM reads is
+// honoured or refused with a 400 naming it (docs/openai-compatibility.md lists them); fields
+// vLLM does not know are ignored as vLLM ignores them.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,8 @@
 
 #include "core/sampling_params.h"
 #include "server/json_fields.h"
+#include "server/tool_calls.h"
+#include "structured/grammar_spec.h"
 #include "tokenizer/chat_template.h"
 
 namespace optimate::server {
@@ -27,6 +29,18 @@ struct GenerationRequest {
   bool continuous_usage_stats = false;
   int64_t priority = 0;  // as the client sent it; the server maps it to the engine's order
   bool add_special_tokens = true;
+  std::string request_id;  // vLLM's request_id: the response id is built from it when given
+  // best_of >= n sequences are generated and the n with the highest cumulative logprob
+  // returned (never streamed).
+  std::optional<int64_t> best_of;
+  std::optional<int64_t> truncate_prompt_tokens;  // keep only N prompt tokens (-1: the context)
+  bool truncate_left = true;                      // keep the last N (truncation_side "left")
+  std::vector<std::string> bad_words;             // tokenized by the server into params
+  bool return_tokens_as_token_ids = false;        // logprob tokens as "token_id:ID"
+  bool return_token_ids = false;                  // choices carry token_ids (and prompt_token_ids)
+  // The grammar the output must follow (response_format, structured_outputs, guided_*, or a
+  // tool_choice that forces a call).
+  std::optional<structured::GrammarSpec> grammar;
 };
 
 // Text, or token ids.
@@ -37,12 +51,19 @@ struct CompletionRequest : GenerationRequest {
   // one response holding n choices per prompt.
   std::vector<Prompt> prompts;
   static constexpr size_t kMaxPrompts = 1024;
+  // The prompt is returned before the completion; with logprobs, its tokens' logprobs too
+  // (the first token's is null). With max_tokens = 0 nothing is generated.
+  bool echo = false;
+  bool echo_only = false;  // echo with max_tokens 0 (the engine draws one token, not returned)
 };
 
 struct ChatRequest : GenerationRequest {
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the last (assistant) message is continued, not closed
+  bool echo = false;  // the reply starts with the last message when it is the assistant's
   bool logprobs = false;  // chat's logprobs flag; top_logprobs counts the alternatives
+  ToolRequest tools;
 };
 
 // Throw ApiError(400) naming the offending field.
@@ -50,6 +71,11 @@ void parse_generation_fields(const Json& body, GenerationRequest& request, int64
 void validate_sampling(const GenerationRequest& request);
 CompletionRequest parse_completion_request(const Json& body, int64_t vocab_size);
 ChatRequest parse_chat_request(const Json& body, int64_t vocab_size);
+// response_format, structured_outputs and vLLM's guided_* fields (at most one constraint).
+std::optional<structured::GrammarSpec> parse_structured_outputs(const Json& body);
+// Fields vLLM reads that Optimate does not build: a 400 naming the first one present with a
+// value that would change the result.
+void refuse_unbuilt_fields(const Json& body);
 
 // Fills the caller's max_tokens default and checks the context length the way vLLM words it:
 // "This model's maximum context length is N tokens. However, you requested M tokens (P in the

@@ -21,28 +21,35 @@ Json chat_logprobs(const ChoiceDelta& d) {
   Json content = Json::array();
   for (const auto& e : d.logprobs) {
     Json top = Json::array();
-    for (const auto& [token, lp] : e.top)
-      top.push_back({{"token", token}, {"logprob", finite_logprob(lp)}, {"bytes", utf8_bytes(token)}});
-    content.push_back({{"token", e.token},
-                       {"logprob", finite_logprob(e.logprob)},
-                       {"bytes", utf8_bytes(e.token)},
+    for (const auto& t : e.top)
+      top.push_back({{"token", t.token}, {"logprob", finite_logprob(t.logprob)}, {"bytes", utf8_bytes(t.token)}});
+    content.push_back({{"token", e.chosen.token},
+                       {"logprob", finite_logprob(e.chosen.logprob)},
+                       {"bytes", utf8_bytes(e.chosen.token)},
                        {"top_logprobs", std::move(top)}});
   }
   return {{"content", std::move(content)}};
 }
 
-// The legacy completions shape: parallel arrays, offsets into the choice's text.
+// The legacy completions shape: parallel arrays, offsets into the choice's text. As in vLLM,
+// each position's top_logprobs holds the chosen token too.
 Json completion_logprobs(const ChoiceDelta& d) {
   if (!d.want_logprobs) return nullptr;
   Json offsets = Json::array(), lps = Json::array(), tokens = Json::array(), tops = Json::array();
   int64_t offset = d.text_offset;
   for (const auto& e : d.logprobs) {
     offsets.push_back(offset);
-    offset += static_cast<int64_t>(e.token.size());
-    lps.push_back(finite_logprob(e.logprob));
-    tokens.push_back(e.token);
+    offset += static_cast<int64_t>(e.chosen.token.size());
+    tokens.push_back(e.chosen.token);
+    if (!e.known) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    lps.push_back(finite_logprob(e.chosen.logprob));
     Json top = Json::object();
-    for (const auto& [token, lp] : e.top) top[token] = finite_logprob(lp);
+    top[e.chosen.token] = finite_logprob(e.chosen.logprob);
+    for (const auto& t : e.top) top[t.token] = finite_logprob(t.logprob);
     tops.push_back(std::move(top));
   }
   return {{"text_offset", std::move(offsets)},
@@ -51,11 +58,39 @@ Json completion_logprobs(const ChoiceDelta& d) {
           {"top_logprobs", std::move(tops)}};
 }
 
+Json token_ids_json(const std::vector<int32_t>* ids) { return ids ? Json(*ids) : Json(nullptr); }
+
+// vLLM's extra choice fields, when asked for.
+void add_extras(Json& choice, const ChoiceDelta& d, bool completion) {
+  if (completion && d.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(*d.prompt_logprobs);
+  if (d.prompt_token_ids) choice["prompt_token_ids"] = token_ids_json(d.prompt_token_ids);
+  if (d.token_ids) choice["token_ids"] = token_ids_json(d.token_ids);
+}
+
 Json finish(const ChoiceDelta& d) {
   return d.finish_reason ? Json(*d.finish_reason) : Json(nullptr);
 }
 
 }  // namespace
+
+Json prompt_logprobs_json(const std::vector<LogprobEntry>& entries) {
+  Json out = Json::array();
+  for (const auto& e : entries) {
+    if (!e.known) {
+      out.push_back(nullptr);
+      continue;
+    }
+    Json position = Json::object();
+    auto put = [&](const TokenAlternative& t) {
+      position[std::to_string(t.token_id)] = {
+          {"logprob", finite_logprob(t.logprob)}, {"rank", t.rank}, {"decoded_token", t.token}};
+    };
+    put(e.chosen);
+    for (const auto& t : e.top) put(t);
+    out.push_back(std::move(position));
+  }
+  return out;
+}
 
 std::string dump_json(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -80,12 +115,14 @@ std::string chat_chunk(const ResponseMeta& meta, const ChoiceDelta& d, bool firs
                        const UsageCounts* usage) {
   Json delta = Json::object();
   if (first_for_choice) delta["role"] = "assistant";
-  if (!d.text.empty() || first_for_choice) delta["content"] = d.text;
+  if (!d.text.empty() || (first_for_choice && d.tool_calls.is_null())) delta["content"] = d.text;
+  if (!d.tool_calls.is_null() && !d.tool_calls.empty()) delta["tool_calls"] = d.tool_calls;
   Json choice = {{"index", d.index},
                  {"delta", std::move(delta)},
                  {"logprobs", chat_logprobs(d)},
                  {"finish_reason", finish(d)}};
   if (d.finish_reason) choice["stop_reason"] = d.stop_reason;
+  add_extras(choice, d, false);
   Json chunk = {{"id", meta.id},
                 {"object", "chat.completion.chunk"},
                 {"created", meta.created},
@@ -102,6 +139,7 @@ std::string completion_chunk(const ResponseMeta& meta, const ChoiceDelta& d,
                  {"logprobs", completion_logprobs(d)},
                  {"finish_reason", finish(d)},
                  {"stop_reason", d.finish_reason ? d.stop_reason : Json(nullptr)}};
+  add_extras(choice, d, true);
   Json chunk = {{"id", meta.id},
                 {"object", "text_completion"},
                 {"created", meta.created},
@@ -121,31 +159,41 @@ std::string usage_chunk(const ResponseMeta& meta, const UsageCounts& usage, bool
 }
 
 std::string chat_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                          const UsageCounts& usage) {
+                          const UsageCounts& usage, const Json& prompt_logprobs) {
   Json out = Json::array();
-  for (const auto& c : choices)
-    out.push_back({{"index", c.index},
-                   {"message", {{"role", "assistant"}, {"content", c.text}}},
+  for (const auto& c : choices) {
+    Json message = {{"role", "assistant"}, {"content", c.null_content ? Json(nullptr) : Json(c.text)}};
+    if (!c.tool_calls.is_null()) message["tool_calls"] = c.tool_calls;
+    Json choice = {{"index", c.index},
+                   {"message", std::move(message)},
                    {"logprobs", chat_logprobs(c)},
                    {"finish_reason", finish(c)},
-                   {"stop_reason", c.stop_reason}});
-  return dump_json({{"id", meta.id},
-                    {"object", "chat.completion"},
-                    {"created", meta.created},
-                    {"model", meta.model},
-                    {"choices", std::move(out)},
-                    {"usage", usage_json(usage)}});
+                   {"stop_reason", c.stop_reason}};
+    add_extras(choice, c, false);
+    out.push_back(std::move(choice));
+  }
+  Json response = {{"id", meta.id},
+                   {"object", "chat.completion"},
+                   {"created", meta.created},
+                   {"model", meta.model},
+                   {"choices", std::move(out)},
+                   {"usage", usage_json(usage)}};
+  if (!prompt_logprobs.is_null()) response["prompt_logprobs"] = prompt_logprobs;
+  return dump_json(response);
 }
 
 std::string completion_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
                                 const UsageCounts& usage) {
   Json out = Json::array();
-  for (const auto& c : choices)
-    out.push_back({{"index", c.index},
+  for (const auto& c : choices) {
+    Json choice = {{"index", c.index},
                    {"text", c.text},
                    {"logprobs", completion_logprobs(c)},
                    {"finish_reason", finish(c)},
-                   {"stop_reason", c.stop_reason}});
+                   {"stop_reason", c.stop_reason}};
+    add_extras(choice, c, true);
+    out.push_back(std::move(choice));
+  }
   return dump_json({{"id", meta.id},
                     {"object", "text_completion"},
                     {"created", meta.created},

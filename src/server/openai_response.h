@@ -22,22 +22,37 @@ struct ResponseMeta {
   std::string model;
 };
 
-// One generated token's log-probability, with the most likely alternatives at its position.
-struct LogprobEntry {
-  std::string token;
+// A token and its log-probability at one position.
+struct TokenAlternative {
+  int32_t token_id = 0;
+  std::string token;  // its text, or "token_id:ID" with return_tokens_as_token_ids
   double logprob = 0.0;
-  std::vector<std::pair<std::string, double>> top;
+  int64_t rank = 0;   // 1 = most likely
+};
+
+// One token's log-probability, with the most likely alternatives at its position.
+struct LogprobEntry {
+  TokenAlternative chosen;
+  std::vector<TokenAlternative> top;
+  bool known = true;  // false for a prompt's first token, which nothing predicts (JSON null)
 };
 
 // What one choice produced since its previous chunk.
 struct ChoiceDelta {
   int64_t index = 0;
   std::string text;
+  bool null_content = false;  // chat: content null (a reply that is only tool calls)
   std::vector<LogprobEntry> logprobs;
   bool want_logprobs = false;
   int64_t text_offset = 0;  // completions logprobs: offset of `text` in the choice's whole text
+  // Chat: the reply's tool calls (message.tool_calls), or a chunk's delta items; null: none.
+  Json tool_calls = nullptr;
   std::optional<std::string> finish_reason;  // set on the last delta
   Json stop_reason;  // null, the stop token id or the stop string
+  // vLLM's extras: completions' per-choice prompt_logprobs, return_token_ids' ids.
+  const std::vector<LogprobEntry>* prompt_logprobs = nullptr;
+  const std::vector<int32_t>* prompt_token_ids = nullptr;
+  const std::vector<int32_t>* token_ids = nullptr;
 };
 
 struct UsageCounts {
@@ -54,9 +69,14 @@ std::string completion_chunk(const ResponseMeta& meta, const ChoiceDelta& delta,
                              const UsageCounts* usage);
 std::string usage_chunk(const ResponseMeta& meta, const UsageCounts& usage, bool chat);
 
+// vLLM's prompt_logprobs: null for the first token, then per token a map from token id to
+// {"logprob", "rank", "decoded_token"} holding the prompt token and its top alternatives.
+Json prompt_logprobs_json(const std::vector<LogprobEntry>& entries);
+
 // Whole (non-streaming) responses: one finished delta per choice, holding all of its text.
+// `prompt_logprobs`: chat's response-level field (null: not asked).
 std::string chat_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                          const UsageCounts& usage);
+                          const UsageCounts& usage, const Json& prompt_logprobs = nullptr);
 std::string completion_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
                                 const UsageCounts& usage);
 

@@ -67,16 +67,22 @@ class ServingApi {
   void check_model(const std::string& requested) const;
   // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs.
   void check_queue(int64_t num_new = 1) const;
-  // The token ids of each prompt of a completion request (none empty).
+  // The token ids of each prompt of a completion request (none empty), truncated as asked.
   std::vector<std::vector<int32_t>> completion_prompts(const CompletionRequest& request) const;
+  // The rendered conversation (tools shown, the final message left open when continued).
+  std::string chat_text(const ChatRequest& request) const;
   std::vector<int32_t> chat_prompt(const ChatRequest& request) const;
-  // The request's sampling parameters for one prompt: max_tokens resolved, context checked.
+  std::vector<int32_t> truncate_prompt(const GenerationRequest& request, std::vector<int32_t> ids) const;
+  // Tokenizes bad_words and compiles the grammar into the request's params.
+  void prepare_params(GenerationRequest& request) const;
+  // The request's sampling parameters for one prompt: max_tokens resolved, context checked,
+  // n raised to best_of.
   SamplingParams prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
                                ApiKind kind) const;
   // Submits one engine request per prompt and wires outputs and disconnects to the exchange.
-  void start_generation(const GenerationRequest& request,
-                        std::vector<std::vector<int32_t>> prompts, ApiKind kind,
-                        bool want_logprobs, const std::shared_ptr<HttpExchange>& exchange);
+  void start_generation(const GenerationRequest& request, std::vector<std::vector<int32_t>> prompts,
+                        StreamSettings settings, const HttpRequest& http_request,
+                        const std::shared_ptr<HttpExchange>& exchange);
 
   GenerationBackend& backend_;
   metrics::Registry& registry_;

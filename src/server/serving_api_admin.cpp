@@ -77,7 +77,7 @@ void ServingApi::tokenize(const HttpRequest& request, const std::shared_ptr<Http
   if (body.contains("messages")) {
     ChatRequest chat = parse_chat_request(body, backend_.model().vocab_size);
     bool add_special = get_bool(body, "add_special_tokens").value_or(false);
-    ids = backend_.tokenize(backend_.render_chat(chat.messages, chat.add_generation_prompt), add_special);
+    ids = backend_.tokenize(chat_text(chat), add_special);
   } else {
     auto prompt = get_string(body, "prompt");
     if (!prompt) bad_request("prompt", "prompt (a string) or messages is required");

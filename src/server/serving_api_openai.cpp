@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/serving_api.h"
 
@@ -43,6 +44,15 @@ void ServingApi::check_queue(int64_t num_new) const {
   }
 }
 
+std::vector<int32_t> ServingApi::truncate_prompt(const GenerationRequest& r, std::vector<int32_t> ids) const {
+  if (!r.truncate_prompt_tokens) return ids;
+  const int64_t keep = *r.truncate_prompt_tokens == -1 ? backend_.model().max_model_len : *r.truncate_prompt_tokens;
+  if (static_cast<int64_t>(ids.size()) <= keep) return ids;
+  if (r.truncate_left) ids.erase(ids.begin(), ids.end() - keep);
+  else ids.resize(static_cast<size_t>(keep));
+  return ids;
+}
+
 std::vector<std::vector<int32_t>> ServingApi::completion_prompts(const CompletionRequest& r) const {
   std::vector<std::vector<int32_t>> out;
   out.reserve(r.prompts.size());
@@ -50,15 +60,60 @@ std::vector<std::vector<int32_t>> ServingApi::completion_prompts(const Completio
     if (const auto* text = std::get_if<std::string>(&p)) out.push_back(backend_.tokenize(*text, r.add_special_tokens));
     else out.push_back(std::get<std::vector<int32_t>>(p));
     if (out.back().empty()) bad_request("prompt", "prompt must not be empty");
+    out.back() = truncate_prompt(r, std::move(out.back()));
   }
   return out;
 }
 
+std::string ServingApi::chat_text(const ChatRequest& r) const {
+  ChatRenderOptions options;
+  if (r.tools.choice != ToolChoice::kNone) options.tools = &r.tools.tools;
+  std::string text = backend_.render_chat(r.messages, r.add_generation_prompt, options);
+  if (r.continue_final_message) {
+    // transformers' rule: cut after the last occurrence of the final message's content.
+    const std::string& last = r.messages.back().content;
+    size_t at = text.rfind(last);
+    size_t len = last.size();
+    if (at == std::string::npos) {
+      const std::string stripped = python_strip(last);
+      at = text.rfind(stripped);
+      len = stripped.size();
+    }
+    if (at == std::string::npos || last.empty())
+      bad_request("continue_final_message", "the final message's content is not in the rendered conversation");
+    text.resize(at + len);
+  }
+  return text;
+}
+
 std::vector<int32_t> ServingApi::chat_prompt(const ChatRequest& r) const {
-  std::vector<int32_t> ids =
-      backend_.tokenize(backend_.render_chat(r.messages, r.add_generation_prompt), r.add_special_tokens);
+  std::vector<int32_t> ids = backend_.tokenize(chat_text(r), r.add_special_tokens);
   if (ids.empty()) bad_request("messages", "the rendered conversation is empty");
-  return ids;
+  return truncate_prompt(r, std::move(ids));
+}
+
+void ServingApi::prepare_params(GenerationRequest& r) const {
+  // vLLM's bad_words: each word as written and, when that is a different token sequence of the
+  // same length, after a space.
+  for (const std::string& word : r.bad_words) {
+    const size_t first = word.find_first_not_of(' ');
+    const std::string bare = first == std::string::npos ? "" : word.substr(first);
+    std::vector<int32_t> plain = backend_.tokenize(bare, false);
+    std::vector<int32_t> spaced = backend_.tokenize(" " + bare, false);
+    if (plain.empty()) continue;
+    r.params.bad_words_token_ids.push_back(plain);
+    if (!spaced.empty() && spaced[0] != plain[0] && spaced.size() == plain.size())
+      r.params.bad_words_token_ids.push_back(std::move(spaced));
+  }
+  if (r.grammar) {
+    try {
+      r.params.constraint = backend_.compile_grammar(*r.grammar);
+    } catch (const Error& e) {
+      throw ApiError(400, e.what(), r.grammar->field);
+    }
+  }
+  // best_of ranks sequences by their cumulative logprob, which needs each token's logprob.
+  if (r.best_of && *r.best_of > r.params.n && !r.params.logprobs) r.params.logprobs = 0;
 }
 
 SamplingParams ServingApi::prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
@@ -69,42 +124,50 @@ SamplingParams ServingApi::prompt_params(const GenerationRequest& request, int64
                        std::numeric_limits<int64_t>::max(), "messages");
   else
     resolve_max_tokens(r, num_prompt_tokens, backend_.model().max_model_len, 16, "prompt");
+  if (r.best_of) r.params.n = *r.best_of;
   return r.params;
 }
 
-void ServingApi::start_generation(const GenerationRequest& r,
-                                  std::vector<std::vector<int32_t>> prompts, ApiKind kind,
-                                  bool want_logprobs, const std::shared_ptr<HttpExchange>& exchange) {
+void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::vector<int32_t>> prompts,
+                                  StreamSettings settings, const HttpRequest& http_request,
+                                  const std::shared_ptr<HttpExchange>& exchange) {
   std::vector<SamplingParams> params;
-  for (const auto& ids : prompts) params.push_back(prompt_params(r, static_cast<int64_t>(ids.size()), kind));
+  for (const auto& ids : prompts) params.push_back(prompt_params(r, static_cast<int64_t>(ids.size()), settings.kind));
   check_queue(static_cast<int64_t>(prompts.size()));
 
   const int64_t priority = r.priority;  // the client's value: the engine knows its convention
-  ResponseMeta meta{random_request_id(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"),
-                    unix_seconds(), backend_.model().id};
-  StreamSettings settings;
-  settings.kind = kind;
+  const char* prefix = settings.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
+  const std::string engine_id = random_request_id(prefix);
+  // vLLM names the response after X-Request-Id, else the request's request_id; the engine keeps
+  // its own unique ids.
+  std::string client_id(http_request["X-Request-Id"]);
+  if (client_id.empty()) client_id = r.request_id;
+  ResponseMeta meta{client_id.empty() ? engine_id : prefix + client_id, unix_seconds(), backend_.model().id};
   settings.stream = r.stream;
   settings.include_usage = r.include_usage;
   settings.continuous_usage_stats = r.continuous_usage_stats;
-  settings.want_logprobs = want_logprobs;
   settings.n = r.params.n;
+  settings.best_of = r.best_of.value_or(r.params.n);
+  settings.return_token_ids = r.return_token_ids;
+  settings.want_prompt_logprobs = r.params.prompt_logprobs.has_value();
   for (const auto& ids : prompts) settings.num_prompt_tokens.push_back(static_cast<int64_t>(ids.size()));
+  if (r.return_token_ids) settings.prompt_token_ids = prompts;
   settings.max_tokens = params.front().max_tokens;
   settings.priority = priority;
-  auto stream = std::make_shared<GenerationStream>(exchange, meta, settings, &metrics_, clock_);
+  auto stream = std::make_shared<GenerationStream>(exchange, meta, std::move(settings), &metrics_, clock_);
 
-  // One engine request per prompt; prompt p's choices are p * n .. p * n + n - 1.
+  // One engine request per prompt; prompt p's sequences are p * best_of .. p * best_of + best_of - 1.
   std::vector<std::string> ids;
   try {
     for (size_t p = 0; p < prompts.size(); ++p) {
       BackendRequest request;
-      request.request_id = prompts.size() == 1 ? meta.id : fmt::format("{}-{}", meta.id, p);
+      request.request_id = prompts.size() == 1 ? engine_id : fmt::format("{}-{}", engine_id, p);
       request.prompt_token_ids = std::move(prompts[p]);
       request.params = params[p];
       request.priority = priority;
+      request.tokens_as_ids = r.return_tokens_as_token_ids;
       ids.push_back(request.request_id);
-      const int64_t first_choice = static_cast<int64_t>(p) * r.params.n;
+      const int64_t first_choice = static_cast<int64_t>(p) * params[p].n;
       // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
       backend_.submit(std::move(request), [stream, exchange, first_choice](std::vector<GenerationOutput> outputs) {
         for (auto& out : outputs) out.index += first_choice;
@@ -127,8 +190,20 @@ void ServingApi::completions(const HttpRequest& http_request,
   Json body = parse_json_body(http_request.body());
   CompletionRequest r = parse_completion_request(body, backend_.model().vocab_size);
   check_model(r.model);
-  const bool want_logprobs = r.params.logprobs.has_value();
-  start_generation(r, completion_prompts(r), ApiKind::kCompletion, want_logprobs, exchange);
+  StreamSettings settings;
+  settings.kind = ApiKind::kCompletion;
+  settings.want_logprobs = r.params.logprobs.has_value();
+  prepare_params(r);
+  std::vector<std::vector<int32_t>> prompts = completion_prompts(r);
+  if (r.echo) {
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      const auto* text = std::get_if<std::string>(&r.prompts[p]);
+      settings.echo_text.push_back(text && !r.truncate_prompt_tokens ? *text : backend_.detokenize(prompts[p]));
+    }
+    settings.echo_logprobs = settings.want_logprobs;
+    settings.echo_only = r.echo_only;
+  }
+  start_generation(r, std::move(prompts), std::move(settings), http_request, exchange);
 }
 
 void ServingApi::chat_completions(const HttpRequest& http_request,
@@ -136,7 +211,19 @@ void ServingApi::chat_completions(const HttpRequest& http_request,
   Json body = parse_json_body(http_request.body());
   ChatRequest r = parse_chat_request(body, backend_.model().vocab_size);
   check_model(r.model);
-  start_generation(r, {chat_prompt(r)}, ApiKind::kChat, r.logprobs, exchange);
+  prepare_params(r);
+  StreamSettings settings;
+  settings.kind = ApiKind::kChat;
+  settings.want_logprobs = r.logprobs;
+  if (r.tools.choice != ToolChoice::kNone) {
+    settings.tools = r.tools;
+    settings.tool_parser = backend_.model().tool_parser;
+  }
+  // echo repeats the last message when the reply continues its role (vLLM's rule).
+  const std::string reply_role = r.add_generation_prompt ? "assistant" : r.messages.back().role;
+  if (r.echo && r.messages.back().role == reply_role && !r.messages.back().content.empty())
+    settings.echo_text.push_back(r.messages.back().content);
+  start_generation(r, {chat_prompt(r)}, std::move(settings), http_request, exchange);
 }
 
 }  // namespace optimate::server

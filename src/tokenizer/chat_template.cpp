@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/python_json.h"
 #include "tokenizer/utf8.h"
 
 namespace optimate {
@@ -141,10 +142,29 @@ std::string ChatTemplate::render_llama3(std::span<const ChatMessage> messages, b
     const std::string date = !options.date_string.empty() ? options.date_string
                              : date_from_clock_          ? today()
                                                          : default_date_;
-    out += header("system") + "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" +
-           system + "<|eot_id|>";
+    const bool tools = options.tools && !options.tools->is_null();
+    out += header("system") + (tools ? "Environment: ipython\n" : "") +
+           "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system + "<|eot_id|>";
+    if (tools) {
+      // The template's default, tools_in_user_message: they open the first user message.
+      if (messages.empty())
+        fail(ErrorCode::kInvalidArgument,
+             "chat template: Cannot put tools in the first user message when there's no first user message!");
+      out += header("user") +
+             "Given the following functions, please respond with a JSON for a function call with its proper "
+             "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+             "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n";
+      for (const auto& t : *options.tools) out += python_json(t, 4) + "\n\n";
+      out += python_strip(messages[0].content) + "<|eot_id|>";
+      messages = messages.subspan(1);
+    }
     for (const ChatMessage& m : messages) {
-      if (m.role == "tool" || m.role == "ipython") {
+      if (m.has_tool_calls) {
+        if (m.tool_calls.size() != 1)
+          fail(ErrorCode::kInvalidArgument, "chat template: This model only supports single tool-calls at once!");
+        out += header("assistant") + "{\"name\": \"" + m.tool_calls[0].name + "\", \"parameters\": " +
+               python_json(m.tool_calls[0].arguments) + "}<|eot_id|>";
+      } else if (m.role == "tool" || m.role == "ipython") {
         // The template tests `content is iterable`, which a string is: it is written as JSON.
         out += header("ipython") +
                nlohmann::json(m.content).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +

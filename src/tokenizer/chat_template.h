@@ -5,25 +5,42 @@
 //     system prompt inserted when the first message is not a system message;
 //   Llama 3: <|start_header_id|>role<|end_header_id|>\n\ncontent|trim<|eot_id|> after BOS;
 //   Llama 3.1/3.2: as Llama 3, always opening with a system block carrying the knowledge
-//     cutoff and "Today Date", and tool/ipython messages as JSON under an ipython header.
-// Anything else (including tool-calling ChatML templates) is rejected with kUnsupported.
+//     cutoff and "Today Date", and tool/ipython messages as JSON under an ipython header; with
+//     tools, "Environment: ipython" in the system block and the tools (JSON, indent 4) before
+//     the first user message, and an assistant's tool call as {"name": ..., "parameters": ...}.
+// Templates that do not show tools (SmolLM2's, Llama 3.0's) render as if there were none, as
+// jinja2 does. Anything else (including tool-calling ChatML templates) is rejected with
+// kUnsupported.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace optimate {
+
+// A call an assistant message made (OpenAI's message.tool_calls[i].function).
+struct ChatToolCall {
+  std::string name;
+  nlohmann::ordered_json arguments;  // parsed, as vLLM hands them to templates
+};
 
 struct ChatMessage {
   std::string role;
   std::string content;
+  std::vector<ChatToolCall> tool_calls;  // assistant messages
+  bool has_tool_calls = false;           // the message carried a tool_calls list (maybe empty)
 };
 
 struct ChatRenderOptions {
   // Llama 3.1+: "Today Date: ..." text. Empty: today's local date ("%d %b %Y") when the
   // template calls strftime_now, as transformers renders it, else the template's default.
   std::string date_string;
+  // The request's tools ([{"type": "function", "function": {...}}]); null: none.
+  const nlohmann::ordered_json* tools = nullptr;
 };
 
 class ChatTemplate {

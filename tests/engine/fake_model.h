@@ -82,12 +82,17 @@ class FakeModelRunner final : public ModelRunner {
       num_forward_tokens_ += static_cast<int64_t>(s.token_ids.size());
     }
     for (const SeqSlice& s : batch.seqs) {
-      if (!s.want_logits) continue;
+      if (!s.want_logits && !s.all_logits) continue;
       const int64_t end = s.start_pos + static_cast<int64_t>(s.token_ids.size());
+      // all_logits: a row per token of the slice, each what the sequence up to it would give.
+      const int64_t first_row = s.all_logits ? s.start_pos : end - 1;
       uint64_t state = 0;
-      for (int64_t pos = 0; pos < end; ++pos) state = fake_mix(state ^ kv_[slot(s, pos)]);
-      for (int64_t v = 0; v < kVocab; ++v)
-        logits.push_back(static_cast<float>(fake_mix(state ^ (v * 7919)) % 1000) / 100.0f);
+      for (int64_t pos = 0; pos < end; ++pos) {
+        state = fake_mix(state ^ kv_[slot(s, pos)]);
+        if (pos < first_row) continue;
+        for (int64_t v = 0; v < kVocab; ++v)
+          logits.push_back(static_cast<float>(fake_mix(state ^ (v * 7919)) % 1000) / 100.0f);
+      }
     }
   }
 

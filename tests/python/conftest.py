@@ -1,10 +1,12 @@
 """Fixtures that run `optimate serve` on the embedded model over loopback.
 
-OPTIMATE_BIN names the binary (default: build/optimate under the repository root) and
-OPTIMATE_MODEL the model (default: models/SmolLM2-135M-Instruct.Q4_1.gguf).
+OPTIMATE_BIN names the binary (default: build/optimate under the repository root),
+OPTIMATE_MODEL the model (default: models/SmolLM2-135M-Instruct.Q4_1.gguf), and
+OPTIMATE_SERVE_ARGS extra `optimate serve` flags for every server (e.g. "--device cuda").
 """
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -50,7 +52,8 @@ class Server:
         self.log_path = tmp_dir / f"serve-{self.port}.log"
         args = [str(BIN), "serve", "--model", str(MODEL), "--host", "127.0.0.1",
                 "--port", str(self.port), "--served-model-name", MODEL_NAME,
-                "--kv-cache-memory", "512MiB", "--seed", "7", *extra]
+                "--kv-cache-memory", "512MiB", "--seed", "7",
+                *shlex.split(os.environ.get("OPTIMATE_SERVE_ARGS", "")), *extra]
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/generation_backend.h"
 
@@ -39,6 +40,8 @@ class FakeBackend final : public GenerationBackend {
     worker_.join();
   }
 
+  // Before any request: a longer context (scripts longer than the default's 64 tokens).
+  void set_max_model_len(int64_t n) { info_.max_model_len = n; }
   // Held requests wait (count as queued) until released.
   void hold(bool on) { holding_ = on; }
 
@@ -49,11 +52,41 @@ class FakeBackend final : public GenerationBackend {
   std::string detokenize(std::span<const int32_t> ids) const override {
     return std::string(ids.begin(), ids.end());
   }
-  std::string render_chat(std::span<const ChatMessage> messages, bool gen) const override {
+  std::string render_chat(std::span<const ChatMessage> messages, bool gen,
+                          const ChatRenderOptions& options) const override {
     std::string out;
+    if (options.tools) out += "tools: " + std::to_string(options.tools->size()) + "\n";
     for (const auto& m : messages) out += m.role + ": " + m.content + "\n";
     if (gen) out += "assistant: ";
     return out;
+  }
+  // Records the spec; the constraint allows everything (the fake draws no tokens).
+  std::shared_ptr<const TokenConstraint> compile_grammar(const structured::GrammarSpec& spec) override {
+    struct AllowAll final : TokenConstraint, TokenMatcher {
+      std::unique_ptr<TokenMatcher> new_matcher() const override { return std::make_unique<AllowAll>(); }
+      std::string describe() const override { return "any"; }
+      void fill_next_token_mask(std::span<uint32_t> mask) override { std::fill(mask.begin(), mask.end(), ~0u); }
+      bool accept_token(int32_t) override { return true; }
+      bool is_terminated() const override { return false; }
+    };
+    if (spec.kind == structured::GrammarKind::kRegex && spec.text == "(")
+      throw Error(ErrorCode::kInvalidArgument, spec.field + ": the regex cannot be compiled: unbalanced parenthesis");
+    std::lock_guard lock(mutex_);
+    grammars_.push_back(spec);
+    return std::make_shared<AllowAll>();
+  }
+  std::vector<structured::GrammarSpec> grammars() const {
+    std::lock_guard lock(mutex_);
+    return grammars_;
+  }
+  // Choices write `text` one byte per tick instead of letters (then stop).
+  void script(std::string text) {
+    std::lock_guard lock(mutex_);
+    script_ = std::move(text);
+  }
+  std::vector<BackendRequest> submitted_requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
   }
   void submit(BackendRequest request, OutputSink sink) override {
     std::lock_guard lock(mutex_);
@@ -64,6 +97,7 @@ class FakeBackend final : public GenerationBackend {
     r.produced.assign(static_cast<size_t>(r.request.params.n), 0);
     last_priority_ = r.request.priority;
     submitted_.push_back(r.request.prompt_token_ids);
+    requests_.push_back(r.request);
   }
   void abort(const std::string& id) override {
     std::lock_guard lock(mutex_);
@@ -151,12 +185,24 @@ class FakeBackend final : public GenerationBackend {
             o.finished = true;
             o.finish_reason = "abort";
           } else {
-            o.text = std::string(1, static_cast<char>('a' + r.produced[i] % 26));
+            const int64_t k = r.produced[i];
+            o.text = script_.empty() ? std::string(1, static_cast<char>('a' + k % 26)) : script_.substr(k, 1);
             o.num_new_tokens = 1;
-            if (r.request.params.logprobs) o.logprobs.push_back({o.text, -0.5, {{o.text, -0.5}}});
-            if (++r.produced[i] == r.request.params.max_tokens) {
+            const int32_t id = static_cast<uint8_t>(o.text[0]);
+            o.token_ids = {id};
+            // Choice i's tokens are a little less likely than choice i - 1's (best_of ranks them).
+            const double lp = -0.5 - 0.1 * static_cast<double>(i);
+            if (r.request.params.logprobs) o.logprobs.push_back({{id, o.text, lp, 1}, {{id, o.text, lp, 1}}, true});
+            if (k == 0 && r.request.params.prompt_logprobs) {
+              const auto& prompt = r.request.prompt_token_ids;
+              for (size_t t = 0; t < prompt.size(); ++t)
+                o.prompt_logprobs.push_back({{prompt[t], std::string(1, static_cast<char>(prompt[t])), -1.0, 2}, {}, t > 0});
+            }
+            const bool script_done = !script_.empty() && k + 1 == static_cast<int64_t>(script_.size());
+            if (++r.produced[i] == r.request.params.max_tokens || script_done) {
+              r.produced[i] = r.request.params.max_tokens;
               o.finished = true;
-              o.finish_reason = "length";
+              o.finish_reason = script_done ? "stop" : "length";
             }
           }
           outs.push_back(std::move(o));
@@ -177,6 +223,9 @@ class FakeBackend final : public GenerationBackend {
   int64_t last_priority_ = 0;
   std::vector<std::vector<int32_t>> submitted_;
   std::atomic<int64_t> num_prefix_cache_resets_{0};
+  std::vector<structured::GrammarSpec> grammars_;
+  std::vector<BackendRequest> requests_;
+  std::string script_;
   std::thread worker_;
 };
 

@@ -90,7 +90,7 @@ TEST(CompletionRequest, WrongTypesAndRangesAre400sNamingTheField) {
             "stream_options");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "logprobs": 21})")), "logprobs");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": [-1]})")), "stop_token_ids");
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "echo": true})")), "echo");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "echo": "yes"})")), "echo");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 4.0})")), "<accepted>");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": null})")), "<accepted>");
 }

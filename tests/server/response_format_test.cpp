@@ -27,7 +27,7 @@ TEST(ChatChunk, FirstChunkCarriesRoleAndText) {
 TEST(UsageChunk, HasEmptyChoices) {
   Json u = Json::parse(usage_chunk(kMeta, {5, 3}, true));
   EXPECT_TRUE(u["choices"].empty());
-  EXPECT_EQ(u["usage"], Json::parse(R"({"prompt_tokens":5,"completion_tokens":3,"total_tokens":8})"));
+  EXPECT_EQ(u["usage"], Json::parse(R"({"prompt_tokens":5,"total_tokens":8,"completion_tokens":3})"));
 }
 
 TEST(Sse, Framing) {
@@ -40,8 +40,8 @@ TEST(CompletionLogprobs, LegacyParallelArrays) {
   d.text = "ab";
   d.want_logprobs = true;
   d.text_offset = 4;
-  d.logprobs = {{"a", -0.25, {{"a", -0.25}, {"b", -2.0}}},
-                {"b", -std::numeric_limits<double>::infinity(), {}}};
+  d.logprobs = {{{1, "a", -0.25, 1}, {{1, "a", -0.25, 1}, {2, "b", -2.0, 2}}},
+                {{2, "b", -std::numeric_limits<double>::infinity(), 9}, {}}};
   d.finish_reason = "length";
   Json j = Json::parse(completion_response({"cmpl-1", 1, "m"}, {d}, {1, 2}));
   const Json& lp = j["choices"][0]["logprobs"];
@@ -56,7 +56,7 @@ TEST(ChatLogprobs, ContentEntriesWithBytes) {
   ChoiceDelta d;
   d.text = "é";
   d.want_logprobs = true;
-  d.logprobs = {{"é", -0.5, {{"é", -0.5}}}};
+  d.logprobs = {{{5, "é", -0.5, 1}, {{5, "é", -0.5, 1}}}};
   d.finish_reason = "stop";
   Json j = Json::parse(chat_response(kMeta, {d}, {1, 1}));
   const Json& entry = j["choices"][0]["logprobs"]["content"][0];
@@ -67,7 +67,7 @@ TEST(ChatLogprobs, ContentEntriesWithBytes) {
 
 TEST(ErrorBody, OpenAiShape) {
   EXPECT_EQ(Json::parse(error_body(400, "bad", "max_tokens")),
-            Json::parse(R"({"error":{"message":"bad","type":"BadRequestError","param":"max_tokens","code":400}})"));
+            Json::parse(R"({"error":{"code":400,"message":"bad","param":"max_tokens","type":"BadRequestError"}})"));
   EXPECT_EQ(Json::parse(error_body(503, "busy"))["error"]["param"], nullptr);
 }
 

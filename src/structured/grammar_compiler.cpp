@@ -1,0 +1,161 @@
+#include "structured/grammar_compiler.h"
+
+#include <algorithm>
+#include <exception>
+#include <thread>
+
+#include "core/error.h"
+
+#if OPTIMATE_HAVE_XGRAMMAR
+#include <xgrammar/xgrammar.h>
+#endif
+
+namespace optimate::structured {
+
+#if OPTIMATE_HAVE_XGRAMMAR
+namespace {
+
+// Cache of compiled grammars (their token-mask tables dominate): beyond it the oldest go.
+constexpr int64_t kCacheBytes = int64_t{256} << 20;
+
+class XgrammarMatcher final : public TokenMatcher {
+ public:
+  XgrammarMatcher(const xgrammar::CompiledGrammar& grammar, int64_t vocab_size)
+      : matcher_(grammar), vocab_size_(vocab_size) {}
+
+  void fill_next_token_mask(std::span<uint32_t> mask) override {
+    OPTIMATE_CHECK(static_cast<int64_t>(mask.size()) == token_mask_words(vocab_size_),
+                   "token mask of {} words for a vocabulary of {}", mask.size(), vocab_size_);
+    if (matcher_.IsTerminated()) {  // only an ending token may follow
+      std::fill(mask.begin(), mask.end(), 0u);
+      for (int id : matcher_.GetStopTokenIds()) mask[id >> 5] |= 1u << (id & 31);
+      return;
+    }
+    int64_t shape[1] = {static_cast<int64_t>(mask.size())};
+    DLTensor t{};
+    t.data = mask.data();
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = xgrammar::GetBitmaskDLType();
+    t.shape = shape;
+    matcher_.FillNextTokenBitmask(&t, 0);
+  }
+  bool accept_token(int32_t token_id) override { return matcher_.AcceptToken(token_id); }
+  bool is_terminated() const override { return matcher_.IsTerminated(); }
+
+ private:
+  xgrammar::GrammarMatcher matcher_;
+  int64_t vocab_size_;
+};
+
+class XgrammarConstraint final : public TokenConstraint {
+ public:
+  XgrammarConstraint(xgrammar::CompiledGrammar grammar, int64_t vocab_size, GrammarKind kind)
+      : grammar_(std::move(grammar)), vocab_size_(vocab_size), kind_(kind) {}
+  std::unique_ptr<TokenMatcher> new_matcher() const override {
+    return std::make_unique<XgrammarMatcher>(grammar_, vocab_size_);
+  }
+  std::string describe() const override { return grammar_kind_name(kind_); }
+
+ private:
+  xgrammar::CompiledGrammar grammar_;
+  int64_t vocab_size_;
+  GrammarKind kind_;
+};
+
+// An EBNF string literal holding `text` exactly.
+std::string ebnf_literal(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+struct GrammarCompiler::Impl {
+  int64_t vocab_size;
+  xgrammar::GrammarCompiler compiler;
+
+  Impl(const xgrammar::TokenizerInfo& info, int64_t vocab, int threads)
+      : vocab_size(vocab), compiler(info, threads, /*cache_enabled=*/true, kCacheBytes) {}
+
+  xgrammar::CompiledGrammar compile(const GrammarSpec& spec) {
+    const std::optional<int> max_ws = spec.any_whitespace ? std::optional<int>(kMaxJsonWhitespace) : std::nullopt;
+    switch (spec.kind) {
+      case GrammarKind::kJsonSchema:
+        return compiler.CompileJSONSchema(spec.text, spec.any_whitespace, std::nullopt, std::nullopt,
+                                          /*strict_mode=*/true, max_ws);
+      case GrammarKind::kJsonObject:
+        return compiler.CompileJSONSchema(R"({"type": "object"})", spec.any_whitespace, std::nullopt,
+                                          std::nullopt, true, max_ws);
+      case GrammarKind::kRegex: return compiler.CompileRegex(spec.text);
+      case GrammarKind::kChoice: {
+        std::string ebnf = "root ::= ";
+        for (size_t i = 0; i < spec.choices.size(); ++i) ebnf += (i ? " | " : "") + ebnf_literal(spec.choices[i]);
+        return compiler.CompileGrammar(ebnf, "root");
+      }
+      case GrammarKind::kEbnf: return compiler.CompileGrammar(spec.text, "root");
+      case GrammarKind::kLark: return compiler.CompileLark(spec.text);
+      case GrammarKind::kStructuralTag: return compiler.CompileStructuralTag(spec.text);
+    }
+    fail(ErrorCode::kInternal, "unknown grammar kind");
+  }
+};
+
+GrammarCompiler::GrammarCompiler(const Vocabulary& v) {
+  if (v.vocab_size < static_cast<int64_t>(v.tokens.size()))
+    fail(ErrorCode::kInvalidArgument, "grammar vocabulary: {} tokens for a vocab_size of {}", v.tokens.size(),
+         v.vocab_size);
+  const auto type = v.encoding == Vocabulary::Encoding::kByteLevel ? xgrammar::VocabType::BYTE_LEVEL
+                                                                   : xgrammar::VocabType::BYTE_FALLBACK;
+  std::vector<int32_t> stops = v.stop_token_ids;
+  xgrammar::TokenizerInfo info(v.tokens, type, static_cast<int>(v.vocab_size), stops,
+                               v.encoding == Vocabulary::Encoding::kByteFallback);
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  impl_ = std::make_unique<Impl>(info, v.vocab_size, threads);
+}
+
+GrammarCompiler::~GrammarCompiler() = default;
+
+bool GrammarCompiler::available() { return true; }
+
+std::shared_ptr<const TokenConstraint> GrammarCompiler::compile(const GrammarSpec& spec) const {
+  if (spec.kind == GrammarKind::kChoice && spec.choices.empty())
+    fail(ErrorCode::kInvalidArgument, "{}: the list of choices is empty", spec.field);
+  try {
+    return std::make_shared<XgrammarConstraint>(impl_->compile(spec), impl_->vocab_size, spec.kind);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(ErrorCode::kInvalidArgument, "{}: the {} cannot be compiled: {}", spec.field, grammar_kind_name(spec.kind),
+         e.what());
+  }
+}
+
+#else  // built without xgrammar's sources
+
+struct GrammarCompiler::Impl {};
+
+GrammarCompiler::GrammarCompiler(const Vocabulary&) {}
+GrammarCompiler::~GrammarCompiler() = default;
+bool GrammarCompiler::available() { return false; }
+
+std::shared_ptr<const TokenConstraint> GrammarCompiler::compile(const GrammarSpec& spec) const {
+  fail(ErrorCode::kUnsupported,
+       "{}: structured outputs need the grammar engine, which this binary was built without "
+       "(scripts/setup.sh fetches xgrammar's sources; configure again to build it in)",
+       spec.field);
+}
+
+#endif
+
+}  // namespace optimate::structured
