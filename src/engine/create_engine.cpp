@@ -72,7 +72,8 @@ std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
 // together, each shrunk in proportion.
 kv::HostTierSlots host_tier_slots(const EngineArgs& args, const ModelConfig& mc, const kv::KvLayout& layout,
                                   int64_t cap_bytes) {
-  double swap = static_cast<double>(gib_bytes(args.swap_space));
+  // Recompute never swaps: no host memory is set aside for it.
+  double swap = args.preemption_mode == "recompute" ? 0.0 : static_cast<double>(gib_bytes(args.swap_space));
   double prefix = args.enable_prefix_caching ? static_cast<double>(gib_bytes(args.host_prefix_cache_space)) : 0.0;
   if (cap_bytes > 0 && swap + prefix > static_cast<double>(cap_bytes)) {
     const double scale = static_cast<double>(cap_bytes) / (swap + prefix);
