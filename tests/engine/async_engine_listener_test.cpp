@@ -14,15 +14,6 @@
 namespace optimate::testing {
 namespace {
 
-SamplingParams greedy(int64_t max_tokens, int64_t n = 1) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  p.n = n;
-  return p;
-}
-
 struct Collected {
   std::mutex mu;
   Results results;

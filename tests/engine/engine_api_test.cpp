@@ -5,14 +5,6 @@
 namespace optimate::testing {
 namespace {
 
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 TEST(EngineApi, DuplicateIdAndBadParamsAreErrors) {
   Engine engine = make_fake_engine();
   engine.add_request("a", std::vector<int32_t>{3, 4, 5}, greedy(4));

@@ -60,6 +60,16 @@ struct SeqResult {
 };
 using Results = std::map<std::pair<std::string, int64_t>, SeqResult>;
 
+// Greedy decoding of max_tokens tokens (n sequences), the end-of-sequence token ignored.
+inline SamplingParams greedy(int64_t max_tokens, int64_t n = 1) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  p.n = n;
+  return p;
+}
+
 inline void collect(const std::vector<RequestOutput>& outs, Results& results) {
   for (const auto& o : outs) {
     SeqResult& r = results[{o.request_id, o.index}];

@@ -14,14 +14,6 @@ namespace {
 
 std::string model_path() { return std::string(OPTIMATE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 std::vector<int32_t> prompt(int32_t seed, int64_t n) {
   std::vector<int32_t> p = {1};
   for (int64_t i = 1; i < n; ++i) p.push_back(200 + (seed * 131 + static_cast<int32_t>(i) * 37) % 20000);
