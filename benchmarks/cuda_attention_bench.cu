@@ -12,7 +12,8 @@
 //   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
 //                        [--kv-context N] [--kv-batches 8,64] [--kv-split-scales 1,2,4]
 //                        [--only decode|prefill|kv]
-// (--kv-split-scales: the kv cases again with the runner's split count times each factor)
+// (--kv-split-scales: the kv cases again with the runner's split count times each factor; 0
+// takes the count of a bf16-only cache, which a quantized one had before it got more splits)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -223,9 +224,11 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
   const int64_t qkv = (kHeads + 2 * kKvHeads) * kDim;
   DeviceBuffer<__nv_bfloat16> q(batch * qkv), out(batch * kHeads * kDim);
   dummy_fill(q.get(), batch * qkv, 7, 3, -2.0f, 2.0f);
-  const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel};
-  const int splits = static_cast<int>(std::min<int64_t>(
-      {int64_t{64}, (context + 31) / 32, int64_t{split_scale} * paged_attention_num_splits(batch, shape, context, num_sms)}));
+  // The runner's choice (more splits where the cache may hold quantized blocks) times the
+  // scale; scale 0: the choice for a bf16-only cache.
+  const DecodeAttentionShape shape{kHeads, kKvHeads, kDim, kBlock, kernel, split_scale != 0 && (dynamic || code != 0)};
+  const int splits = static_cast<int>(std::min<int64_t>({int64_t{64}, (context + 31) / 32,
+                                                         int64_t{std::max(1, split_scale)} * paged_attention_num_splits(batch, shape, context, num_sms)}));
   DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, splits, kDim)));
   DeviceBuffer<int> counters(batch * kKvHeads);
   OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));

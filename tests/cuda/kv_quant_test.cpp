@@ -220,6 +220,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MixedDecodeAttention,
                          ::testing::Values(AttentionShape{32, 8, 128}, AttentionShape{9, 3, 64},
                                            AttentionShape{16, 2, 128}, AttentionShape{4, 4, 128}));
 
+// Rows that stress the quantized decode path's use of scales: K rows of zeros (a score column
+// whose key scale is 0), V rows of zeros (a V scale of 0, in the first chunk too), int4 groups
+// of one repeated value (scale 0, all in the min), V rows 1000 times smaller for the first 40
+// positions and 8 times larger past 600 (the outputs' unit is set by the first quantized
+// chunk), and rows of one large element.
+TEST(QuantizedDecodeAttention, ZeroScalesConstantGroupsAndScaleSpreadMatchTheReference) {
+  OPTIMATE_REQUIRE_GPU();
+  const AttentionShape s{32, 8, 128};
+  const std::vector<int64_t> lens = {1000, 77, 1000};
+  const std::vector<std::vector<KvPrecision>> patterns = {
+      {KvPrecision::kInt8}, {KvPrecision::kFP8, KvPrecision::kInt4}, {KvPrecision::kBF16, KvPrecision::kInt4, KvPrecision::kFP8}};
+  int64_t pages = 0;
+  for (int64_t len : lens) pages += (len + 15) / 16;
+  MixedKvCache c(s.num_kv_heads, 16, s.head_dim, pages);
+  auto shape = [](int64_t pos, int64_t head, int which, std::vector<float>& row) {
+    if (which == 0 && pos % 5 == 3) std::fill(row.begin(), row.end(), 0.0f);
+    if (which == 1 && (pos % 7 == 2 || pos < 3)) std::fill(row.begin(), row.end(), 0.0f);
+    if (pos % 11 == 4) std::fill(row.begin() + 64, row.end(), 0.375f + 0.125f * float(head));
+    if (which == 1 && pos < 40) for (auto& x : row) x *= 1e-3f;
+    if (which == 1 && pos > 600) for (auto& x : row) x *= 8.0f;
+    if (pos % 13 == 6) row[static_cast<size_t>(pos % 128)] = which == 0 ? 40.0f : -12.0f;
+  };
+  for (size_t i = 0; i < lens.size(); ++i) c.add_sequence(lens[i], patterns[i], 81 + uint32_t(i), -1.0f, 1.5f, shape);
+  DeviceArenas d(c);
+  check_decode_attention(c.attention_cache(d.k.get(), d.v.get()), s, lens, {1, 5}, 82, "quantized edge rows");
+}
+
 // Prefill chunks whose context mixes precisions (the sequences of mixed_sequences).
 class MixedPrefillAttention : public ::testing::TestWithParam<AttentionShape> {};
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -70,10 +71,13 @@ struct MixedKvCache {
     return arena.data() + kv::entry_slot(entry) * layout.slot_bytes;
   }
 
+  // Reshapes the random row of (position, kv head) of K (which 0) or V (1) before it is stored.
+  using RowShaper = std::function<void(int64_t pos, int64_t head, int which, std::vector<float>& row)>;
+
   // A sequence of `len` random tokens; block i has precision pattern[i % size]. Values are
   // uniform in [lo, hi) (off-centre ranges give int4's min a part to play).
   void add_sequence(int64_t len, const std::vector<KvPrecision>& pattern, uint32_t seed, float lo = -1.0f,
-                    float hi = 1.0f) {
+                    float hi = 1.0f, const RowShaper& shape = nullptr) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> dist(lo, hi);
     const int64_t blocks = (len + bs - 1) / bs;
@@ -91,6 +95,7 @@ struct MixedKvCache {
         std::vector<float>& vals = which == 0 ? k_vals.back() : v_vals.back();
         for (int64_t h = 0; h < hkv; ++h) {
           for (auto& x : kv_row) x = dist(rng);
+          if (shape) shape(pos, h, which, kv_row);
           kv::store_row(l, block(arena, entry), h, pos % bs, kv_row.data());
           kv::load_row(l, block(arena, entry), h, pos % bs, vals.data() + (pos * hkv + h) * d);
         }

@@ -287,6 +287,17 @@ TEST(DecodeSplits, SplitsFillTheGpuOnlyWhenRowsAreFew) {
     EXPECT_LE(paged_attention_workspace_floats(r, kLlama3.num_heads, s, kLlama3.head_dim), reserved) << r;
   }
   EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1 << 20, 132), 3);  // 512 (row, kv head) warps: 3 splits reach 1056
+  // A cache that may hold quantized blocks aims at four times the warps, and reserves for it.
+  DecodeAttentionShape quantized = kLlama3;
+  quantized.quantized_kv = true;
+  EXPECT_EQ(paged_attention_num_splits(64, quantized, 1 << 20, 132), 9);     // 4224 warps
+  EXPECT_EQ(paged_attention_num_splits(1024, quantized, 8192, 132), 1);      // 8192 warps already
+  EXPECT_EQ(paged_attention_num_splits(256, quantized, 8192, 132), 3);
+  const int64_t quantized_rows = paged_attention_split_rows(quantized, 132);
+  EXPECT_EQ(paged_attention_num_splits(quantized_rows, quantized, 1 << 20, 132), 1);
+  for (int64_t r = 1; r < quantized_rows; ++r)
+    EXPECT_LE(paged_attention_workspace_floats(r, 32, paged_attention_num_splits(r, quantized, 1 << 20, 132), 128),
+              paged_attention_split_workspace_floats(quantized, 132)) << r;
   // The tensor-core kernel's cap for a short row when it combines in the launch: one split per
   // 32 keys.
   EXPECT_EQ(paged_attention_tc_row_splits(16, 300), 10);

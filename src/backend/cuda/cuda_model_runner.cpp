@@ -51,7 +51,8 @@ kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o) 
 
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {
   return {c.num_heads, c.num_kv_heads, c.head_dim, o.block_size,
-          o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores};
+          o.tensor_core_decode ? DecodeAttentionKernel::kAuto : DecodeAttentionKernel::kCudaCores,
+          o.kv_cache_dtype != kv::KvPrecision::kBF16 || o.kv_finest_precision.has_value()};
 }
 
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
@@ -205,6 +206,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.gate_up.resize(T * 2 * c.intermediate_size);
   st.act.resize(T * c.intermediate_size);
   st.attn_shape = decode_attention_shape(c, options);
+  OPTIMATE_CHECK(st.attn_shape.quantized_kv == st.kv_quantized, "decode attention shape disagrees with the KV layout");
   st.attn_workspace_rows = paged_attention_split_rows(st.attn_shape, st.num_sms);
   st.attn_workspace.resize(paged_attention_split_workspace_floats(st.attn_shape, st.num_sms));
   st.attn_split_counters.resize(st.attn_workspace_rows * c.num_kv_heads);

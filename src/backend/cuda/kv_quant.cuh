@@ -81,6 +81,53 @@ __device__ __forceinline__ uint4 kv_dequant8_bf16(int code, const uint4& e) {
   return make_uint4(pack_bf16(x[0], x[1]), pack_bf16(x[2], x[3]), pack_bf16(x[4], x[5]), pack_bf16(x[6], x[7]));
 }
 
+// ---- reading as fp16 pairs: codes straight into fp16 mma operands ----
+//
+// fp8 and int8 codes are fp16 values exactly (e4m3 has fewer bits; integers up to 127 need 7),
+// so a kernel may take products with the raw codes and apply each row's scale to the result.
+// Both helpers turn bytes i of two words a and b into one pair: r[i] = (a_i low, b_i high).
+// Over the two words of one row's 8 codes (a = elements 0..3, b = 4..7) the pairs are
+// (e_i, e_{i + 4}); over one word of each of two rows, element i of both rows.
+template <int CODE>
+__device__ __forceinline__ void kv_codes_to_half2x4(uint32_t a, uint32_t b, uint32_t (&r)[4]) {
+  static_assert(CODE == kKvFp8 || CODE == kKvInt8, "fp8 or int8 codes");
+  const uint32_t lo = __byte_perm(a, b, 0x5140u);  // a0 b0 a1 b1
+  const uint32_t hi = __byte_perm(a, b, 0x7362u);  // a2 b2 a3 b3
+  if constexpr (CODE == kKvInt8) {
+    // 0x64XX is fp16 1024 + XX, and a signed byte with its top bit flipped is the code + 128.
+    const __half2 bias = __half2half2(__ushort_as_half(0x6480));  // 1152
+    const uint32_t w[2] = {lo ^ 0x80808080u, hi ^ 0x80808080u};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t x = __byte_perm(w[i / 2], 0x64646464u, i % 2 ? 0x5342u : 0x5140u);
+      const __half2 v = __hsub2(*reinterpret_cast<const __half2*>(&x), bias);
+      r[i] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+  } else {
+    asm("{\n.reg .b16 l0, h0, l1, h1;\n"
+        "mov.b32 {l0, h0}, %4;\nmov.b32 {l1, h1}, %5;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, l0;\ncvt.rn.f16x2.e4m3x2 %1, h0;\n"
+        "cvt.rn.f16x2.e4m3x2 %2, l1;\ncvt.rn.f16x2.e4m3x2 %3, h1;\n}"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(lo), "r"(hi));
+  }
+}
+
+// int4 nibbles i and i + 4 of t's halves as the fp16 pair (nibble i of the low half) * s2 + mn2
+// for i = 0..3, rounded once: t holds one row's 8 codes (pairs (e_i, e_{i + 4}), s2 and mn2 that
+// row's scale and min twice), or 4 codes of each of two rows (__byte_perm(a, b, 0x5410): pairs
+// of element i of both rows, with each row's scale and min).
+__device__ __forceinline__ void kv_int4_to_half2x4(uint32_t t, uint32_t s2, uint32_t mn2, uint32_t (&r)[4]) {
+  const __half2 bias = __half2half2(__ushort_as_half(0x6400));  // 1024
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t x = ((t >> (4 * i)) & 0x000f000fu) | 0x64006400u;  // 1024 + code
+    const __half2 v = __hfma2(__hsub2(*reinterpret_cast<const __half2*>(&x), bias),
+                              *reinterpret_cast<const __half2*>(&s2), *reinterpret_cast<const __half2*>(&mn2));
+    r[i] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
 // ---- writing: one row, quantized by a whole warp ----
 //
 // Lane l holds elements [E l, E l + E) of a head_dim = 32 E row. Writes the row's codes at

@@ -403,7 +403,9 @@ namespace {
 
 // (row, kv head) blocks from which one split per row already covers the GPU, and the blocks
 // splitting aims for below that: for the CUDA-core kernel's 4-warp blocks one per SM, then two
-// waves; for the tensor-core kernel's 1-warp blocks (about eight fit on an SM) one wave.
+// waves; for the tensor-core kernel's 1-warp blocks (about eight fit on an SM) one wave, and
+// four over a cache that may hold quantized blocks: a quantized chunk has half the bytes or
+// less to load and more to compute per byte, so more warps in flight hide its latency.
 struct SplitTargets {
   int64_t enough, fill;
 };
@@ -411,8 +413,8 @@ struct SplitTargets {
 SplitTargets split_targets(const DecodeAttentionShape& s, int num_sms) {
   const bool tc = resolve_decode_kernel(s.kernel, s.num_heads, s.num_kv_heads, s.block_size) ==
                   DecodeAttentionKernel::kTensorCores;
-  return tc ? SplitTargets{8 * int64_t{num_sms}, 8 * int64_t{num_sms}}
-            : SplitTargets{num_sms, 2 * int64_t{num_sms}};
+  const int64_t tc_warps = (s.quantized_kv ? 32 : 8) * int64_t{num_sms};
+  return tc ? SplitTargets{tc_warps, tc_warps} : SplitTargets{num_sms, 2 * int64_t{num_sms}};
 }
 
 }  // namespace

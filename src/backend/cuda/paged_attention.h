@@ -77,11 +77,13 @@ struct DecodeAttentionShape {
   int64_t head_dim = 0;
   int64_t block_size = 0;
   DecodeAttentionKernel kernel = DecodeAttentionKernel::kAuto;
+  bool quantized_kv = false;  // the cache may hold quantized blocks (KvArena::quantized)
 };
 
 // Splits that fill the GPU: enough (row, kv head, split) blocks for the resolved kernel to
 // cover the SMs (CUDA cores: about two waves of 4-warp blocks; tensor cores: one wave of
-// 1-warp blocks), at least 32 keys per split, at most 64 splits.
+// 1-warp blocks, four over a cache that may hold quantized blocks), at least 32 keys per
+// split, at most 64 splits.
 int paged_attention_num_splits(int64_t num_rows, const DecodeAttentionShape& s, int64_t max_ctx,
                                int num_sms);
 

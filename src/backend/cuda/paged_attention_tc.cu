@@ -21,9 +21,10 @@
 //   dims 64 h + 16 c .. + 15 of query head g.
 //
 // A cache that may hold quantized blocks takes the Q variant: a chunk's 16 keys lie in one
-// cache block, so its precision is warp-uniform; the chunk's codes and scales are loaded in
-// place of the bf16 values (8 or 4 bytes where bf16 takes 16) and turned into the same bf16
-// fragments just before the mma (kv_quant.cuh). The bf16-only variant has no branch.
+// cache block, so its precision is warp-uniform; a quantized chunk's codes and scales are
+// loaded in place of the bf16 values and run through fp16 mma on codes converted by byte
+// permutes, its scales applied to scores and probabilities (paged_attention_tc_quant.cuh); a
+// bf16 chunk takes the bf16 path. The bf16-only variant has no branch.
 //
 // The softmax works in base 2 (scores scaled by scale * log2 e); row sums stay per lane until
 // the end. Partials for split-K go to the workspace in paged_attention.h's layout (max in
@@ -32,38 +33,14 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
-#include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/paged_attention_tc_quant.cuh"
 #include "backend/cuda/programmatic_launch.h"
 
 namespace optimate::cuda {
 namespace {
 
-constexpr unsigned kFull = 0xffffffffu;
-constexpr int kChunk = 16;
-
-// d[0..1] += A B for rows g (rows g + 8 of A are zero; their results land in scratch
-// registers and are dropped, so they hold no accumulator).
-__device__ __forceinline__ void mma_rows_lo(float (&d)[2], uint32_t a0, uint32_t a2, uint32_t b0,
-                                            uint32_t b1) {
-  asm volatile(
-      "{\n.reg .f32 r2, r3;\n"
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,r2,r3}, {%2,%3,%4,%3}, {%5,%6}, "
-      "{%0,%1,%7,%7};\n}\n"
-      : "+f"(d[0]), "+f"(d[1])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-template <int D>
-struct Chunk {
-  // bf16, or (Q variant) codes and scales packed as kv_quant.cuh says: no more registers.
-  uint4 k[2][D / 32];  // keys g and 8 + g, dims 32 s + 8 c .. + 7
-  uint4 v[4][D / 64];  // keys 2c, 2c + 1, 2c + 8, 2c + 9, dims 64 h + 8 g .. + 7
-  int code;            // Q variant: the block's precision
-};
+constexpr unsigned kFull = kTcFull;
+constexpr int kChunk = kTcChunk;
 
 // The cache's block ids for 32 consecutive blocks of the sequence, one per lane, refreshed as
 // the keys move on (a warp-uniform branch).
@@ -118,115 +95,94 @@ __device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionPar
     const uint8_t* vb = p.cache.v + block_offset;
     const int hkv = static_cast<int>(p.num_kv_heads), tok0 = c0 - block * bs;
     const int last = end - 1 - c0;  // keys past it repeat it
-    auto codes = [&](int t) { return kv_codes_offset(code, bs, D, kvh, tok0 + min(t, last)); };
-    auto scales = [&](int t) { return kv_scales_offset(code, hkv, bs, D, kvh, tok0 + min(t, last)); };
-    // Lane (g, c)'s 8 elements of k-step pair s start at element 32 s + 8 c (piece 4 s + c);
-    // of v tile h at element 64 h + 8 g (piece 8 h + g).
+    if (code != kKvBf16) {
+      load_quant_chunk<D>(ch, code, kb, vb, hkv, bs, kvh, tok0, last, g, c);
+      return;
+    }
+    auto row = [&](int t) { return kv_codes_offset(kKvBf16, bs, D, kvh, tok0 + min(t, last)); };
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = kv_load8(code, kb + codes(nt * 8 + g), kb + scales(nt * 8 + g), 4 * s + c);
+      for (int s = 0; s < D / 32; ++s) ch.k[nt][s] = *reinterpret_cast<const uint4*>(kb + row(nt * 8 + g) + 64 * s + 16 * c);
     const int keys[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int h = 0; h < D / 64; ++h) ch.v[i][h] = kv_load8(code, vb + codes(keys[i]), vb + scales(keys[i]), 8 * h + g);
+      for (int h = 0; h < D / 64; ++h) ch.v[i][h] = *reinterpret_cast<const uint4*>(vb + row(keys[i]) + 128 * h + 16 * g);
   }
 }
 
-// A chunk's bf16 fragments: as loaded (bf16 blocks), or dequantized from its codes one
-// fragment at a time as the mma loop reaches it, so the whole dequantized chunk never needs
-// registers at once (Q variant).
+// Q's bf16 fragments (dims 32 s + 8 c .. + 7 of head g): in registers (bf16-only variant), or
+// in shared memory, read at each use (Q variant: its quantized chunks' operands leave no
+// registers for them).
 template <int D>
-struct LoadedFragments {
-  const Chunk<D>& ch;
-  __device__ __forceinline__ uint4 k(int nt, int s) const { return ch.k[nt][s]; }
-  __device__ __forceinline__ uint4 v(int i, int h) const { return ch.v[i][h]; }
+struct RegisterQ {
+  const uint4 (&q)[D / 32];
+  __device__ __forceinline__ uint4 operator()(int s) const { return q[s]; }
 };
 
 template <int D>
-struct DequantizedFragments {
-  const Chunk<D>& ch;
-  __device__ __forceinline__ uint4 k(int nt, int s) const { return kv_dequant8_bf16(ch.code, ch.k[nt][s]); }
-  __device__ __forceinline__ uint4 v(int i, int h) const { return kv_dequant8_bf16(ch.code, ch.v[i][h]); }
+struct SharedQ {
+  const uint4 (*q)[32];
+  int lane;
+  __device__ __forceinline__ uint4 operator()(int s) const {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&q[s][lane]))));
+    return v;
+  }
 };
 
-struct RowState {
-  float m = -INFINITY;  // running max of row g, base-2 units
-  float l = 0.0f;       // this lane's share of the row sum
-};
-
-template <int D, typename Fragments>
-__device__ __forceinline__ void compute_keys(const Fragments& f, const uint4 (&q)[D / 32], float (&o)[D / 8][2],
+// A bf16 chunk.
+template <int D, typename QFragments>
+__device__ __forceinline__ void compute_keys(const Chunk<D>& ch, const QFragments& q, float (&o)[D / 8][2],
                                              RowState& st, int c0, int end, float scale_log2, int c) {
   float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
+  for (int ks = 0; ks < D / 32; ++ks) {
+    const uint4 qf = q(ks);
 #pragma unroll
-    for (int ks = 0; ks < D / 32; ++ks) {
-      const uint4 kf = f.k(nt, ks);
-      mma_rows_lo(s[nt], q[ks].x, q[ks].y, kf.x, kf.y);
-      mma_rows_lo(s[nt], q[ks].z, q[ks].w, kf.z, kf.w);
+    for (int nt = 0; nt < 2; ++nt) {
+      const uint4 kf = ch.k[nt][ks];
+      mma_rows_lo<true>(s[nt], qf.x, qf.y, kf.x, kf.y);
+      mma_rows_lo<true>(s[nt], qf.z, qf.w, kf.z, kf.w);
     }
   }
-  float mx = -INFINITY;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int key = c0 + nt * 8 + 2 * c + e;
-      s[nt][e] = key < end ? s[nt][e] * scale_log2 : -INFINITY;
-      mx = fmaxf(mx, s[nt][e]);
-    }
-  }
-  mx = group_max<4>(mx);
-  const float m_new = fmaxf(st.m, mx);  // finite: every chunk has a key before `end`
-  if (__any_sync(kFull, m_new > st.m)) {
-    const float alpha = exp2f(st.m - m_new);
-    st.l *= alpha;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      o[j][0] *= alpha;
-      o[j][1] *= alpha;
-    }
-  }
-  st.m = m_new;
-  float pr[2][2];
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    pr[nt][0] = exp2f(s[nt][0] - m_new);
-    pr[nt][1] = exp2f(s[nt][1] - m_new);
-    st.l += pr[nt][0] + pr[nt][1];
-  }
-  const uint32_t a0 = pack_bf16(pr[0][0], pr[0][1]);  // keys 2c, 2c + 1
-  const uint32_t a2 = pack_bf16(pr[1][0], pr[1][1]);  // keys 2c + 8, 2c + 9
+  const float col_scale[2][2] = {{scale_log2, scale_log2}, {scale_log2, scale_log2}};
+  online_softmax<D>(s, col_scale, o, st, c0, end, c);
+  // Keys 2c, 2c + 1 and 2c + 8, 2c + 9, in the outputs' unit (1 but after a quantized chunk).
+  const uint32_t a0 = pack_bf16(s[0][0] * st.v_inv, s[0][1] * st.v_inv);
+  const uint32_t a2 = pack_bf16(s[1][0] * st.v_inv, s[1][1] * st.v_inv);
 #pragma unroll
   for (int h = 0; h < D / 64; ++h) {
-    uint4 vf[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) vf[i] = f.v(i, h);
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
       const int j = 8 * h + jj, w = jj / 2;
       const uint32_t sel = (jj % 2) ? 0x7632u : 0x5410u;  // high or low bf16 of each key's word
-      const uint32_t b0 = __byte_perm(word(vf[0], w), word(vf[1], w), sel);
-      const uint32_t b1 = __byte_perm(word(vf[2], w), word(vf[3], w), sel);
-      mma_rows_lo(o[j], a0, a2, b0, b1);
+      const uint32_t b0 = __byte_perm(tc_word(ch.v[0][h], w), tc_word(ch.v[1][h], w), sel);
+      const uint32_t b1 = __byte_perm(tc_word(ch.v[2][h], w), tc_word(ch.v[3][h], w), sel);
+      mma_rows_lo<true>(o[j], a0, a2, b0, b1);
     }
   }
 }
 
 template <int D, bool Q>
-__device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32],
+__device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32], const uint4 (*q_shared)[32],
+                                              const uint2 (*q16)[32],
                                               float (&o)[D / 8][2], RowState& st, int c0, int end,
-                                              float scale_log2, int c) {
+                                              float scale_log2, int lane) {
+  const int c = lane % 4;
   if constexpr (Q) {
-    if (ch.code != kKvBf16) {
-      compute_keys<D>(DequantizedFragments<D>{ch}, q, o, st, c0, end, scale_log2, c);
-      return;
+    switch (ch.code) {
+      case kKvFp8: compute_quant_keys<D, kKvFp8>(ch, q16, o, st, c0, end, scale_log2, lane); return;
+      case kKvInt8: compute_quant_keys<D, kKvInt8>(ch, q16, o, st, c0, end, scale_log2, lane); return;
+      case kKvInt4: compute_quant_keys<D, kKvInt4>(ch, q16, o, st, c0, end, scale_log2, lane); return;
+      default: compute_keys<D>(ch, SharedQ<D>{q_shared, lane}, o, st, c0, end, scale_log2, c); return;
     }
+  } else {
+    compute_keys<D>(ch, RegisterQ<D>{q}, o, st, c0, end, scale_log2, c);
   }
-  compute_keys<D>(LoadedFragments<D>{ch}, q, o, st, c0, end, scale_log2, c);
 }
 
 // Output of the G heads of (row r, kv head kvh) from the first `splits` partials: every lane
@@ -318,6 +274,14 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
 #pragma unroll
   for (int s = 0; s < KS; ++s)
     q[s] = g < G ? load_16_bytes(p.q + tok * p.q_row_stride + head * D + 32 * s + 8 * c) : uint4{0, 0, 0, 0};
+  // Q variant: q in shared memory, as bf16 and in the quantized chunks' fp16 k order.
+  __shared__ uint4 q_shared[Q ? KS : 1][32];
+  __shared__ uint2 q16[Q ? D / 16 : 1][32];
+  if constexpr (Q) {
+#pragma unroll
+    for (int s = 0; s < KS; ++s) q_shared[s][lane] = q[s];
+    store_q_f16<D>(q16, p.q + tok * p.q_row_stride + head * D, g < G, lane);  // then __syncwarp
+  }
   float o[NT][2];
 #pragma unroll
   for (int j = 0; j < NT; ++j) o[j][0] = o[j][1] = 0.0f;
@@ -328,16 +292,16 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   for (int c0 = begin; c0 < end; c0 += 2 * kChunk) {
     const bool second = c0 + kChunk < end;
     if (second) load_chunk<D, Q>(b, p, tw, c0 + kChunk, end, kvh, g, c, lane);
-    compute_chunk<D, Q>(a, q, o, st, c0, end, scale_log2, c);
+    compute_chunk<D, Q>(a, q, q_shared, q16, o, st, c0, end, scale_log2, lane);
     if (c0 + 2 * kChunk < end) load_chunk<D, Q>(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
-    if (second) compute_chunk<D, Q>(b, q, o, st, c0 + kChunk, end, scale_log2, c);
+    if (second) compute_chunk<D, Q>(b, q, q_shared, q16, o, st, c0 + kChunk, end, scale_log2, lane);
   }
   const float l = group_sum<4>(st.l);
 
   // Lane (g, c) holds dims 64 h + 16 c + [0, 8) in o[8 h + i][0] and + [8, 16) in o[8 h + i][1].
   if (splits == 1) {
     if (g < G) {
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = l > 0.0f ? st.v_unit / l : 0.0f;
       __nv_bfloat16* dst = p.out + tok * p.out_row_stride + head * D + 16 * c;
 #pragma unroll
       for (int h = 0; h < D / 64; ++h) {
@@ -361,8 +325,8 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
     for (int h = 0; h < D / 64; ++h)
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        dst[64 * h + i] = o[8 * h + i][0];
-        dst[64 * h + 8 + i] = o[8 * h + i][1];
+        dst[64 * h + i] = o[8 * h + i][0] * st.v_unit;
+        dst[64 * h + 8 + i] = o[8 * h + i][1] * st.v_unit;
       }
     if (c == 0) {
       ml[2 * part] = st.m * 0.6931471805599453f;  // natural-log units; -inf stays -inf
