@@ -271,7 +271,8 @@ TEST(DecodeSplits, KernelChoiceFollowsTheGqaShapeAndBlockSize) {
   EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kCudaCores, 32, 8, 16), DecodeAttentionKernel::kCudaCores);
 }
 
-// Few rows split their keys to fill the SMs, never below 32 keys a split nor past 64 splits;
+// Few rows split their keys to fill the SMs, never below 32 keys a split nor past 64 splits, and
+// past one wave only at 512 keys a split or more;
 // many rows do not split; the workspace sized once covers every case that splits.
 TEST(DecodeSplits, SplitsFillTheGpuOnlyWhenRowsAreFew) {
   EXPECT_EQ(paged_attention_num_splits(1, kLlama3, 300, 132), 10);     // 300 keys: 10 splits of 32
@@ -286,13 +287,16 @@ TEST(DecodeSplits, SplitsFillTheGpuOnlyWhenRowsAreFew) {
     EXPECT_GE(s, 1);
     EXPECT_LE(paged_attention_workspace_floats(r, kLlama3.num_heads, s, kLlama3.head_dim), reserved) << r;
   }
-  EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1 << 20, 132), 3);  // 512 (row, kv head) warps: 3 splits reach 1056
+  // 512 (row, kv head) warps: 3 splits reach 1056, 5 of 512 keys or more reach 2112.
+  EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1 << 20, 132), 5);
+  EXPECT_EQ(paged_attention_num_splits(64, kLlama3, 1024, 132), 3);  // 2 splits of 512 keys: the wave wins
   // A cache that may hold quantized blocks aims at four times the warps, and reserves for it.
   DecodeAttentionShape quantized = kLlama3;
   quantized.quantized_kv = true;
   EXPECT_EQ(paged_attention_num_splits(64, quantized, 1 << 20, 132), 9);     // 4224 warps
   EXPECT_EQ(paged_attention_num_splits(1024, quantized, 8192, 132), 1);      // 8192 warps already
   EXPECT_EQ(paged_attention_num_splits(256, quantized, 8192, 132), 3);
+  EXPECT_EQ(paged_attention_num_splits(8, quantized, 8192, 132), 17);  // not 66 splits of 124 keys
   const int64_t quantized_rows = paged_attention_split_rows(quantized, 132);
   EXPECT_EQ(paged_attention_num_splits(quantized_rows, quantized, 1 << 20, 132), 1);
   for (int64_t r = 1; r < quantized_rows; ++r)
