@@ -4,7 +4,10 @@
 //
 //   swap      2 x bytes / host-link bandwidth (out, then back in) + a step (the mean step
 //             time: a swapped-in request runs the step after its blocks were copied back)
-//   recompute tokens computed x measured time per prefill token
+//   recompute tokens to compute again x measured time per prefill token: with prefix caching
+//             on, only those past its last full block (the full blocks stay cached and the
+//             resumption hits them; if the pool evicts them first, into the host tier when there
+//             is one, they are computed or copied back then)
 //
 // Both grow with the prefix, but the swap's step does not: a prefix whose recomputation costs
 // less than a step plus the copies recomputes, a longer one swaps. Before any prefill step was
@@ -27,6 +30,7 @@ const char* preemption_setting_name(PreemptionSetting setting);
 PreemptionSetting parse_preemption_setting(std::string_view name);
 
 struct PreemptCost {
+  int64_t recompute_tokens = 0;
   double swap_ns = 0.0;
   double recompute_ns = 0.0;
 };

@@ -101,6 +101,7 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
   view.running = running_views_;
   view.kv = {kv_.pool().num_blocks(), kv_.pool().num_free_blocks(), kv_.block_size(),
              config_.kv_layout.base, kv_.pool().usage()};
+  view.kv.prefix_caching = config_.enable_prefix_caching;
   if (kv_.host().has_swap()) {
     view.kv.num_host_blocks = kv_.host().num_swap_blocks();
     view.kv.num_host_free_blocks = kv_.host().num_free_swap_blocks();

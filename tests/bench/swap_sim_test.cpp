@@ -57,8 +57,9 @@ Workload long_context() {
   return build_workload(spec);
 }
 
-RunResult simulate(const Workload& w, const std::string& mode) {
+RunResult simulate(const Workload& w, const std::string& mode, bool prefix_caching = true) {
   EngineConfig config;
+  config.enable_prefix_caching = prefix_caching;
   config.max_num_seqs = 64;
   config.max_num_batched_tokens = 8192;
   config.max_model_len = 20000;
@@ -76,7 +77,8 @@ TEST(SimSwap, LongContextLoadCompletesUnderEveryPreemptionMode) {
   const RunSummary recompute = summarize(simulate(w, "recompute"));
   const RunSummary swap = summarize(simulate(w, "swap"));
   const RunSummary autom = summarize(simulate(w, "auto"));
-  for (const RunSummary* s : {&recompute, &swap, &autom}) {
+  const RunSummary auto_uncached = summarize(simulate(w, "auto", false));
+  for (const RunSummary* s : {&recompute, &swap, &autom, &auto_uncached}) {
     EXPECT_EQ(s->completed, 24);
     EXPECT_EQ(s->total_output_tokens, recompute.total_output_tokens);
   }
@@ -84,8 +86,12 @@ TEST(SimSwap, LongContextLoadCompletesUnderEveryPreemptionMode) {
   EXPECT_EQ(recompute.engine.swap_preemptions, 0);
   EXPECT_GT(swap.engine.swap_preemptions, 0);
   EXPECT_EQ(swap.engine.swapped_in_blocks, swap.engine.swapped_out_blocks);
-  // At this scale a 4k-token prefix costs far more to recompute than to copy both ways.
-  EXPECT_GT(autom.engine.swap_preemptions, 0);
+  // With prefix caching a recomputing victim's full blocks stay cached, so auto recomputes;
+  // without it, at this scale a 4k-token prefix costs far more to recompute than to copy both
+  // ways, so auto swaps.
+  EXPECT_GT(autom.engine.recompute_preemptions, 0);
+  EXPECT_EQ(autom.engine.swap_preemptions, 0);
+  EXPECT_GT(auto_uncached.engine.swap_preemptions, 0);
 }
 
 TEST(MultiTurn, TurnsResendAGrowingHistory) {

@@ -66,11 +66,29 @@ TEST(PreemptModePolicy, ChoosesByCost) {
   }
 }
 
+// With prefix caching a recomputing victim leaves its full blocks cached for its resumption:
+// only the tokens past its last full block count, so even a long prefix recomputes.
+TEST(PreemptModePolicy, CachedFullBlocksAreNotRecomputed) {
+  SchedulerView v = view(50e9, 40e3);
+  v.kv.block_size = 16;
+  v.kv.prefix_caching = true;
+  RequestView r = victim(16010);
+  r.num_full_blocks = 1000;
+  CostPreemptModePolicy policy(PreemptionSetting::kAuto);
+  const PreemptModeChoice cached = policy.choose_mode(v, r);
+  EXPECT_EQ(cached.mode, PreemptMode::kRecompute);
+  EXPECT_NE(cached.detail.find("10 of its 16010 tokens"), std::string::npos) << cached.detail;
+  EXPECT_EQ(preempt_cost(v, r).recompute_tokens, 10);
+  v.kv.prefix_caching = false;
+  EXPECT_EQ(policy.choose_mode(v, r).mode, PreemptMode::kSwap);
+  EXPECT_EQ(preempt_cost(v, r).recompute_tokens, 16010);
+}
+
 TEST(PreemptModePolicy, ExplainsItsChoiceAndCountsIt) {
   CostPreemptModePolicy policy(PreemptionSetting::kAuto);
   const PreemptModeChoice c = policy.choose_mode(view(50e9, 40e3), victim(2048));
   EXPECT_EQ(c.mode, PreemptMode::kSwap);
-  EXPECT_NE(c.detail.find("2048 tokens"), std::string::npos) << c.detail;
+  EXPECT_NE(c.detail.find("2048 of its 2048 tokens"), std::string::npos) << c.detail;
   EXPECT_NE(c.detail.find("256.0 MiB"), std::string::npos) << c.detail;
   policy.choose_mode(view(50e9, 40e3), victim(10));
   const auto counters = policy.counters();

@@ -44,6 +44,9 @@ struct KvView {
   int64_t num_host_blocks = 0;
   int64_t num_host_free_blocks = 0;
   double host_link_bytes_per_s = 0.0;
+  // Prefix caching on: a victim that recomputes leaves its full blocks in the pool as cached
+  // blocks, which its resumption finds again unless they were evicted meanwhile.
+  bool prefix_caching = false;
 };
 
 // How much of the KV pool each priority class may take. A controller sets it between steps;
