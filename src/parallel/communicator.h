@@ -23,9 +23,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // data becomes the element-wise sum of every rank's data (the same length on every rank). Each
-  // element is summed in rank order, rank 0 first, so every rank gets the same bits whatever the
-  // threads' timing.
+  // data becomes the element-wise sum of every rank's data (the same length on every rank), the
+  // same bits on every rank and in every run (the in-process implementation adds in rank order,
+  // rank 0 first; NCCL's order is its algorithm's, fixed for a given group).
   virtual void all_reduce_sum(std::span<float> data) = 0;
   // recv ([size(), send.size()]) becomes every rank's send, in rank order; send has the same
   // length on every rank.

@@ -1,12 +1,10 @@
 #include "parallel/in_process_communicator.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
-#include <string>
 
 #include "core/error.h"
+#include "parallel/group_failure.h"
 
 namespace optimate::parallel {
 namespace {
@@ -14,39 +12,30 @@ namespace {
 // What the ranks of one group share. A rank writes its own published fields before a barrier
 // and reads the others' only between two barriers, so the barrier's mutex orders every access.
 struct Group {
-  explicit Group(int n) : size(n), buffers(n), counts(n), roots(n), staging(n) {}
+  explicit Group(int n) : size(n), failure(n), buffers(n), counts(n), roots(n), staging(n) {}
 
   const int size;
-  std::mutex mu;
-  std::condition_variable cv;
+  GroupFailure failure;     // its mutex and condition variable serve the barriers too
   int arrived = 0;          // ranks at the current barrier
   uint64_t generation = 0;  // barriers completed
-  bool aborted = false;
-  std::string reason;       // the first abort's
-  int recovering = 0;       // ranks in recover()
-  uint64_t recoveries = 0;
 
   std::vector<const void*> buffers;  // per rank: the collective's buffer
   std::vector<size_t> counts;        // per rank: its elements
   std::vector<int> roots;            // per rank: the broadcast root it names
   std::vector<std::vector<float>> staging;  // per rank: its chunk of an all-reduce
 
-  [[noreturn]] void throw_aborted() const {
-    fail(ErrorCode::kInternal, "tensor-parallel step abandoned: {}", reason);
-  }
-
   void wait_all() {
-    std::unique_lock lock(mu);
-    if (aborted) throw_aborted();
+    std::unique_lock lock(failure.mu);
+    if (failure.aborted()) failure.throw_aborted();
     const uint64_t gen = generation;
     if (++arrived == size) {
       arrived = 0;
       ++generation;
-      cv.notify_all();
+      failure.cv.notify_all();
       return;
     }
-    cv.wait(lock, [&] { return generation != gen || aborted; });
-    if (generation == gen) throw_aborted();
+    failure.cv.wait(lock, [&] { return generation != gen || failure.aborted(); });
+    if (generation == gen) failure.throw_aborted();
   }
 };
 
@@ -105,28 +94,13 @@ class InProcessCommunicator final : public Communicator {
   void barrier() override { g_->wait_all(); }
 
   void abort(std::string_view reason) override {
-    std::lock_guard lock(g_->mu);
-    if (!g_->aborted) {
-      g_->aborted = true;
-      g_->reason = fmt::format("rank {} failed: {}", rank_, reason);
-    }
-    g_->cv.notify_all();
+    std::lock_guard lock(g_->failure.mu);
+    g_->failure.abort(rank_, reason);
   }
 
   void recover() override {
-    std::unique_lock lock(g_->mu);
-    const uint64_t round = g_->recoveries;
-    if (++g_->recovering == g_->size) {
-      // Every rank is here, none inside a collective: the group starts afresh.
-      g_->recovering = 0;
-      g_->arrived = 0;
-      g_->aborted = false;
-      g_->reason.clear();
-      ++g_->recoveries;
-      g_->cv.notify_all();
-      return;
-    }
-    g_->cv.wait(lock, [&] { return g_->recoveries != round; });
+    std::unique_lock lock(g_->failure.mu);
+    g_->failure.recover(lock, [&] { g_->arrived = 0; });
   }
 
  private:
