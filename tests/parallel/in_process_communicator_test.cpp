@@ -123,17 +123,17 @@ TEST_P(CommunicatorTest, AFailingRankFailsEveryRankAndTheGroupRecovers) {
   }
 }
 
-TEST_P(CommunicatorTest, MismatchedLengthsAreAnErrorOnEveryRank) {
-  const int n = GetParam();
-  if (n == 1) GTEST_SKIP() << "one rank always agrees with itself";
-  auto errors = run_ranks(n, [&](Communicator& c) {
-    std::vector<float> data(c.rank() == 0 ? 3 : 4, 1.0f);
-    c.all_reduce_sum(data);
-  });
-  for (int r = 0; r < n; ++r) EXPECT_NE(errors[r].find("all_reduce_sum"), std::string::npos) << errors[r];
-}
-
 INSTANTIATE_TEST_SUITE_P(Ranks, CommunicatorTest, ::testing::Values(1, 2, 4));
+
+TEST(InProcessCommunicator, MismatchedLengthsAreAnErrorOnEveryRank) {
+  for (int n : {2, 4}) {
+    auto errors = run_ranks(n, [&](Communicator& c) {
+      std::vector<float> data(c.rank() == 0 ? 3 : 4, 1.0f);
+      c.all_reduce_sum(data);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_NE(errors[r].find("all_reduce_sum"), std::string::npos) << errors[r];
+  }
+}
 
 TEST(InProcessCommunicator, RefusesAnEmptyGroupAndABadRoot) {
   EXPECT_THROW(make_in_process_communicators(0), Error);
