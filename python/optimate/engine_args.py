@@ -16,15 +16,10 @@ from optimate import _core
 
 _TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 
-# vLLM arguments the seed's examples pass that have one accepted value here.
-_COMPAT = [
-    ("tensor_parallel_size", int, 1, "vLLM compatibility: must be 1 (one device per engine)"),
-]
-
 
 def _settings(self) -> dict[str, Any]:
-    """The engine settings as {name: value} (the vLLM-compatibility fields left out)."""
-    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if "flag" in f.metadata}
+    """The engine settings as {name: value}."""
+    return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _post_init(self) -> None:
@@ -41,9 +36,6 @@ def _post_init(self) -> None:
             ok = True  # a size: "4GiB"
         if not ok:
             raise ValueError(f"EngineArgs.{f.name} must be {f.metadata['type']}, got {type(value).__name__}")
-    if self.tensor_parallel_size != 1:
-        raise ValueError(f"tensor_parallel_size must be 1 (an engine runs on one device), "
-                         f"got {self.tensor_parallel_size}")
     _core.check_engine_settings(self.engine_settings())
 
 
@@ -52,9 +44,6 @@ def _make_engine_args() -> type:
     for name, type_name, default, flag, help_text in _core.engine_settings():
         meta = {"type": type_name, "flag": flag, "help": help_text}
         fields.append((name, _TYPES[type_name], dataclasses.field(default=default, metadata=meta)))
-    for name, typ, default, help_text in _COMPAT:
-        meta = {"type": typ.__name__, "help": help_text}
-        fields.append((name, typ, dataclasses.field(default=default, metadata=meta)))
     doc = ("The engine's settings (the flags of `optimate serve`, the keys of [engine] in its TOML "
            "file), checked on construction: ValueError names the bad setting.\n\nFields:\n" +
            "\n".join(f"  {f[0]}: {f[2].metadata['help']}" for f in fields))

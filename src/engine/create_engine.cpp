@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_memory_plan.h"
 #include "backend/cpu/cpu_model_runner.h"
+#include "backend/cpu/cpu_tp_runner.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -39,6 +40,13 @@ std::string resolve_device(const EngineArgs& args) {
     return "cuda";
   }
   return gpu_present() ? "cuda" : "cpu";
+}
+
+void refuse_multi_gpu(const EngineArgs& args, const std::string& device) {
+  if (device == "cuda" && args.tensor_parallel_size > 1)
+    fail(ErrorCode::kUnsupported,
+         "--tensor-parallel-size {}: multi-GPU tensor parallelism is not built yet (the CUDA backend runs on one "
+         "GPU); --device cpu runs the split on the CPU backend", args.tensor_parallel_size);
 }
 
 LoadFormat file_format(const std::string& name) {
@@ -110,6 +118,13 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   const kv::HostTierSlots host = host_tier_slots(
       args, mc, layout, static_cast<int64_t>(cpu::kKvShareOfAvailable * static_cast<double>(cpu::available_memory_bytes())));
   options.num_host_slots = host.swap + host.prefix;
+  if (args.tensor_parallel_size > 1) {
+    // The whole model's cache, split by heads: every rank holds the same slots of its own heads.
+    auto runner = cpu::make_cpu_tp_runner(mc, model.weights, options, static_cast<int>(args.tensor_parallel_size));
+    spdlog::info("CPU backend, tensor parallel over {} ranks: weights {:.1f} MB, {}, {} activations", runner->num_ranks(),
+                 runner->weight_bytes() / 1e6, plan.describe(), args.cpu_activations);
+    return runner;
+  }
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
   spdlog::info("CPU backend: weights {:.1f} MB, {}, {} activations, {} kernels, {} threads", runner->weight_bytes() / 1e6,
                plan.describe(), args.cpu_activations, cpu::cpu_isa_name(runner->isa()), runner->num_threads());
@@ -146,7 +161,9 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
 EngineParts create_engine_parts(const EngineArgs& args) {
   args.validate();
   if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
+  refuse_multi_gpu(args, args.device);  // before looking for a GPU: --device cuda
   const std::string device = resolve_device(args);
+  refuse_multi_gpu(args, device);  // auto found one
   const bool dummy = args.load_format == "dummy";
   if (dummy && device != "cuda")
     fail(ErrorCode::kUnsupported, "--load-format dummy needs the CUDA backend (device is {})", device);

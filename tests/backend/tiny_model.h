@@ -31,6 +31,17 @@ inline ModelConfig tiny_config(bool attention_bias = false) {
   return c;
 }
 
+// The same with heads, KV heads and MLP features that divide by 2 and 4 (tensor parallelism),
+// and a vocabulary (101) that divides by neither.
+inline ModelConfig tiny_splittable_config(bool attention_bias = false) {
+  ModelConfig c = tiny_config(attention_bias);
+  c.hidden_size = 128;
+  c.intermediate_size = 128;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  return c;
+}
+
 inline ModelWeights tiny_weights(const ModelConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

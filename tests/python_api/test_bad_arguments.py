@@ -15,7 +15,7 @@ from optimate.optimizers import PredictiveBatchingOptimizer, PrioritySchedulerOp
     (dict(kv_cache_dtype="fp6"), "kv-cache-dtype"),
     (dict(kv_cache_memory="lots"), "kv_cache_memory"),
     (dict(max_num_seqs="many"), "max_num_seqs"),
-    (dict(tensor_parallel_size=2), "tensor_parallel_size"),
+    (dict(tensor_parallel_size=0), "tensor-parallel-size"),
 ])
 def test_bad_engine_args(settings, word):
     with pytest.raises(ValueError, match=word):
@@ -43,6 +43,12 @@ def test_bad_optimizer_options():
         PrioritySchedulerOptimizer(aging=1.0)
     with pytest.raises(ValueError, match="must be float"):
         PredictiveBatchingOptimizer(max_wait_ms="soon")
+
+
+def test_tensor_parallel_size_that_does_not_split_the_model(model):
+    # The embedded model has 9 attention heads and 3 KV heads: 3 ranks split it, 2 do not.
+    with pytest.raises(ValueError, match="9 attention heads"):
+        create_optimized_engine(small_args(model, tensor_parallel_size=2))
 
 
 def test_bad_requests(model):

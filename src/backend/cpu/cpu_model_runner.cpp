@@ -44,8 +44,21 @@ CpuActivations parse_cpu_activations(std::string_view name) {
 
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
                                const CpuRunnerOptions& options)
-    : config_(config) {
+    : CpuModelRunner(config, weights, options, CpuTpRank{}) {}
+
+CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
+                               const CpuRunnerOptions& options, const CpuTpRank& tp)
+    : config_(config), tp_(tp) {
   config_.validate(config_.architecture_name.empty() ? "model config" : config_.architecture_name);
+  int64_t vocab_rows = config_.vocab_size;
+  if (tp_.comm) {
+    const parallel::TpPartition& p = tp_.partition;
+    if (p.num_ranks != tp_.comm->size() || p.vocab_size != config_.vocab_size ||
+        p.heads_per_rank != config_.num_heads || p.kv_heads_per_rank != config_.num_kv_heads)
+      fail(ErrorCode::kInternal, "rank {}: the partition does not match the rank's model configuration",
+           tp_.comm->rank());
+    vocab_rows = p.vocab_end(tp_.comm->rank()) - p.vocab_begin(tp_.comm->rank());
+  }
   if (options.num_kv_blocks < 1)
     fail(ErrorCode::kInvalidArgument, "num_kv_blocks must be at least 1, got {}", options.num_kv_blocks);
   if (options.block_size < 1)
@@ -82,7 +95,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   const KeepQuantized keep = !options.keep_quantized ? nullptr
                              : activations_ == CpuActivations::kQ8 ? has_q8_kernel
                                                                    : keeps_quantized;
-  weights_ = pack_cpu_weights(config_, weights, keep, activations_ == CpuActivations::kQ8);
+  weights_ = pack_cpu_weights(config_, weights, keep, activations_ == CpuActivations::kQ8, vocab_rows);
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
@@ -198,6 +211,12 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
   grow(s_.rope_cos, t * config_.head_dim / 2);
   grow(s_.rope_sin, t * config_.head_dim / 2);
   grow(s_.last, static_cast<int64_t>(s_.logit_rows.size()) * hidden);
+  if (tp_.comm) {
+    const int64_t rows = static_cast<int64_t>(s_.logit_rows.size()), stride = tp_.partition.vocab_per_rank;
+    grow(s_.partial, t * hidden);
+    grow(s_.rank_logits, rows * stride);
+    grow(s_.gathered, tp_.comm->size() * rows * stride);
+  }
 }
 
 void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_t t, bool accumulate) {
@@ -205,6 +224,61 @@ void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_
     q8_linear(x, w.q8, y, t, accumulate, *pool_, isa_, s_.q8);
   else
     linear(x, w, y, t, accumulate, num_threads_);
+}
+
+void CpuModelRunner::add_projection(const float* in, const CpuMatrix& w, int64_t t) {
+  if (!tp_.comm) {
+    matmul(in, w, s_.x.data(), t, /*accumulate=*/true);
+    return;
+  }
+  const int64_t n = t * config_.hidden_size;
+  matmul(in, w, s_.partial.data(), t, false);
+  tp_.comm->all_reduce_sum(std::span(s_.partial.data(), static_cast<size_t>(n)));
+  float* x = s_.x.data();
+  const float* p = s_.partial.data();
+  for (int64_t i = 0; i < n; ++i) x[i] += p[i];
+}
+
+void CpuModelRunner::embed(const ForwardBatch& batch) {
+  const int64_t hidden = config_.hidden_size;
+  const int64_t v0 = tp_.comm ? tp_.partition.vocab_begin(tp_.comm->rank()) : 0;
+  const int64_t v1 = tp_.comm ? tp_.partition.vocab_end(tp_.comm->rank()) : config_.vocab_size;
+  float* row = s_.x.data();
+  int64_t t = 0;
+  for (const SeqSlice& slice : batch.seqs)
+    for (int32_t id : slice.token_ids) {
+      // A split vocabulary: the rank holding the token's row gives it, the others zeros.
+      if (id >= v0 && id < v1) weights_.embedding_row(id - v0, row);
+      else std::fill_n(row, hidden, 0.0f);
+      row += hidden;
+      ++t;
+    }
+  if (tp_.comm) tp_.comm->all_reduce_sum(std::span(s_.x.data(), static_cast<size_t>(t * hidden)));
+}
+
+void CpuModelRunner::lm_head(float* logits, int64_t rows) {
+  if (!tp_.comm) {
+    matmul(s_.last.data(), weights_.lm_head_matrix(), logits, rows, false);
+    return;
+  }
+  // Each rank's rows of the vocabulary, padded to one stride, gathered in rank order.
+  const parallel::TpPartition& p = tp_.partition;
+  const int64_t stride = p.vocab_per_rank, vocab = config_.vocab_size, ranks = p.num_ranks;
+  const int64_t mine = weights_.lm_head_matrix().rows;
+  float* local = s_.rank_logits.data();
+  matmul(s_.last.data(), weights_.lm_head_matrix(), local, rows, false);
+  // matmul wrote [rows, mine]; spread the rows to the stride from the last one back.
+  for (int64_t r = rows - 1; r >= 0; --r) {
+    std::copy_backward(local + r * mine, local + (r + 1) * mine, local + r * stride + mine);
+    std::fill(local + r * stride + mine, local + (r + 1) * stride, 0.0f);
+  }
+  tp_.comm->all_gather(std::span<const float>(local, static_cast<size_t>(rows * stride)),
+                       std::span(s_.gathered.data(), static_cast<size_t>(ranks * rows * stride)));
+  for (int64_t k = 0; k < ranks; ++k) {
+    const int64_t v0 = p.vocab_begin(static_cast<int>(k)), n = p.vocab_end(static_cast<int>(k)) - v0;
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(s_.gathered.data() + (k * rows + r) * stride, n, logits + r * vocab + v0);
+  }
 }
 
 void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
@@ -226,12 +300,12 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   write_kv(qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, cache, s_.seqs, attn_dims_);
   paged_attention(qkv, qkv_dim, cache, s_.attn.data(), s_.seqs, attn_dims_,
                   1.0f / std::sqrt(static_cast<float>(hd)), *pool_, s_.attention);
-  matmul(s_.attn.data(), w.wo, s_.x.data(), t, /*accumulate=*/true);
+  add_projection(s_.attn.data(), w.wo, t);
 
   rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
   matmul(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false);
   silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, pool_.get());
-  matmul(s_.act.data(), w.w_down, s_.x.data(), t, /*accumulate=*/true);
+  add_projection(s_.act.data(), w.w_down, t);
 }
 
 void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
@@ -244,10 +318,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   if (t == 0) return;
 
   rope_tables(s_.positions, inv_freq_, s_.rope_cos.data(), s_.rope_sin.data());
-  int64_t row = 0;
-  for (const SeqSlice& slice : batch.seqs)
-    for (int32_t id : slice.token_ids)
-      weights_.embedding_row(id, s_.x.data() + hidden * row++);
+  embed(batch);
 
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) run_layer(layer, t);
 
@@ -255,7 +326,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   for (int64_t r = 0; r < num_logit_rows; ++r)
     rms_norm(s_.x.data() + s_.logit_rows[r] * hidden, weights_.final_norm.data(),
              s_.last.data() + r * hidden, 1, hidden, config_.rms_norm_eps);
-  matmul(s_.last.data(), weights_.lm_head_matrix(), logits.data(), num_logit_rows, false);
+  lm_head(logits.data(), num_logit_rows);
 }
 
 }  // namespace optimate::cpu

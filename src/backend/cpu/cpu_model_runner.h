@@ -22,6 +22,8 @@
 #include "backend/cpu/q8_activations.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
+#include "parallel/tp_partition.h"
 
 namespace optimate::cpu {
 
@@ -52,10 +54,22 @@ struct CpuRunnerOptions {
   std::optional<CpuIsa> isa;
 };
 
+// One rank of a model split by tensor parallelism (parallel/tp_partition.h): the runner is built
+// from the rank's configuration and weights (parallel/weight_shard.h) and meets its peers through
+// `comm` for the embedding, after the o and down projections, and for the logits.
+struct CpuTpRank {
+  parallel::Communicator* comm = nullptr;
+  parallel::TpPartition partition;
+};
+
 class CpuModelRunner final : public ModelRunner {
  public:
   CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
                  const CpuRunnerOptions& options);
+  // Rank comm->rank() of a split model: `config` is rank_model_config's (the rank's heads, the
+  // whole vocabulary), `weights` the rank's shard.
+  CpuModelRunner(const ModelConfig& config, const ModelWeights& weights, const CpuRunnerOptions& options,
+                 const CpuTpRank& tp);
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
@@ -83,6 +97,9 @@ class CpuModelRunner final : public ModelRunner {
     std::vector<float> rope_cos;  // (tokens, head_dim / 2)
     std::vector<float> rope_sin;  // (tokens, head_dim / 2)
     std::vector<float> last;      // (logit rows, hidden)
+    std::vector<float> partial;   // (tokens, hidden) a split projection's part, before the all-reduce
+    std::vector<float> rank_logits;  // (logit rows, vocab_per_rank) this rank's vocabulary rows, padded
+    std::vector<float> gathered;  // (ranks, logit rows, vocab_per_rank)
     std::vector<int64_t> positions;
     std::vector<int64_t> logit_rows;
     std::vector<AttentionSeq> seqs;
@@ -95,8 +112,14 @@ class CpuModelRunner final : public ModelRunner {
   void run_layer(int64_t layer, int64_t num_tokens);
   // y = x w^T (+ y) on the path the options chose.
   void matmul(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate);
+  // The residual stream x += in w^T; a split model sums the ranks' parts first.
+  void add_projection(const float* in, const CpuMatrix& w, int64_t num_tokens);
+  void embed(const ForwardBatch& batch);
+  // Logits of the rows s_.last holds into `logits` (rows, vocab).
+  void lm_head(float* logits, int64_t num_rows);
 
   ModelConfig config_;
+  CpuTpRank tp_;  // comm null: the whole model
   KvCacheShape kv_shape_;
   AttentionDims attn_dims_;
   int num_threads_ = 1;

@@ -83,7 +83,9 @@ int64_t CpuWeights::bytes() const {
   return n;
 }
 
-CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQuantized keep, bool repack_q8) {
+CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQuantized keep, bool repack_q8,
+                            int64_t vocab_rows) {
+  if (vocab_rows == 0) vocab_rows = c.vocab_size;
   const int64_t hidden = c.hidden_size;
   const int64_t q_dim = c.num_heads * c.head_dim;
   const int64_t kv_dim = c.num_kv_heads * c.head_dim;
@@ -92,13 +94,13 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQua
          c.num_layers);
 
   CpuWeights out;
-  expect_shape(w.tok_embeddings, "token embedding", {c.vocab_size, hidden});
+  expect_shape(w.tok_embeddings, "token embedding", {vocab_rows, hidden});
   expect_shape(w.final_norm, "final norm", {hidden});
   out.tok_embeddings = stack({&w.tok_embeddings}, keep, repack_q8);
   out.final_norm = f32(w.final_norm);
   const bool tied = w.lm_head.empty() || w.lm_head.data.data() == w.tok_embeddings.data.data();
   if (!tied) {
-    expect_shape(w.lm_head, "lm_head", {c.vocab_size, hidden});
+    expect_shape(w.lm_head, "lm_head", {vocab_rows, hidden});
     out.lm_head = stack({&w.lm_head}, keep, repack_q8);
   }
 

@@ -43,8 +43,10 @@ using KeepQuantized = bool (*)(DType dtype, int64_t cols);
 // Checks every tensor's shape against `config` (Error(kInvalidFile) naming the tensor) and packs
 // it; matrices `keep` accepts stay quantized, the rest (all of them when keep is null) are
 // widened to fp32. repack_q8: quantized matrices are repacked for the integer kernels
-// (q8_matrix.h) instead of keeping the file's blocks.
+// (q8_matrix.h) instead of keeping the file's blocks. vocab_rows: the rows of the embedding and
+// LM head (a tensor-parallel rank's share of the vocabulary); 0: config.vocab_size.
 CpuWeights pack_cpu_weights(const ModelConfig& config, const ModelWeights& weights,
-                            KeepQuantized keep = keeps_quantized, bool repack_q8 = false);
+                            KeepQuantized keep = keeps_quantized, bool repack_q8 = false,
+                            int64_t vocab_rows = 0);
 
 }  // namespace optimate::cpu

@@ -1,0 +1,161 @@
+#include "backend/cuda/nccl_communicator.h"
+
+#include <cstdlib>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+#include "parallel/group_failure.h"
+
+namespace optimate::cuda {
+namespace {
+
+void check_nccl(ncclResult_t status, const char* what) {
+  if (status != ncclSuccess) fail(ErrorCode::kInternal, "{}: {}", what, ncclGetErrorString(status));
+}
+
+// What the ranks share: the NCCL communicators, and the host state of abort and recover.
+struct NcclGroup {
+  explicit NcclGroup(std::vector<int> devs)
+      : devices(std::move(devs)), comms(devices.size()), failure(static_cast<int>(devices.size())) {
+    create();
+  }
+  ~NcclGroup() {
+    for (ncclComm_t c : comms)
+      if (c) ncclCommDestroy(c);
+  }
+
+  void create() {
+    // NVLink multicast (NVLS) stays off: the machines' drivers do not lend it.
+    setenv("NCCL_NVLS_ENABLE", "0", 1);
+    const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data());
+    if (status != ncclSuccess)
+      fail(ErrorCode::kNotFound, "NCCL could not create a group of {} GPUs: {}", devices.size(), ncclGetErrorString(status));
+  }
+
+  std::vector<int> devices;
+  std::vector<ncclComm_t> comms;
+  parallel::GroupFailure failure;
+};
+
+class NcclCommunicator final : public parallel::Communicator {
+ public:
+  NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank) : g_(std::move(group)), rank_(rank) {
+    OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
+    OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    OPTIMATE_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int64_t)));
+  }
+  ~NcclCommunicator() override {
+    cudaSetDevice(g_->devices[rank_]);
+    cudaFree(scratch_);
+    cudaFree(bytes_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(g_->devices.size()); }
+
+  void all_reduce_sum(std::span<float> data) override {
+    run("ncclAllReduce", [&](ncclComm_t c) {
+      return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, ncclSum, c, stream_);
+    });
+  }
+
+  void all_gather(std::span<const float> send, std::span<float> recv) override {
+    if (recv.size() != send.size() * static_cast<size_t>(size()))
+      fail(ErrorCode::kInvalidArgument, "all_gather on rank {}: {} floats to receive, expected {} ranks x {}", rank_,
+           recv.size(), size(), send.size());
+    run("ncclAllGather", [&](ncclComm_t c) {
+      return ncclAllGather(send.data(), recv.data(), send.size(), ncclFloat, c, stream_);
+    });
+  }
+
+  void broadcast(std::vector<uint8_t>& bytes, int root) override {
+    if (root < 0 || root >= size())
+      fail(ErrorCode::kInvalidArgument, "broadcast from rank {} in a group of {}", root, size());
+    int64_t n = static_cast<int64_t>(bytes.size());
+    OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(scratch_, &n, sizeof(n), cudaMemcpyHostToDevice, stream_));
+    run("ncclBroadcast", [&](ncclComm_t c) { return ncclBroadcast(scratch_, scratch_, 1, ncclInt64, root, c, stream_); });
+    OPTIMATE_CUDA_CHECK(cudaMemcpy(&n, scratch_, sizeof(n), cudaMemcpyDeviceToHost));
+    if (n == 0) {
+      bytes.clear();
+      return;
+    }
+    if (n > bytes_capacity_) {
+      cudaFree(bytes_);
+      OPTIMATE_CUDA_CHECK(cudaMalloc(&bytes_, static_cast<size_t>(n)));
+      bytes_capacity_ = n;
+    }
+    if (rank_ == root) OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(bytes_, bytes.data(), n, cudaMemcpyHostToDevice, stream_));
+    run("ncclBroadcast", [&](ncclComm_t c) { return ncclBroadcast(bytes_, bytes_, n, ncclUint8, root, c, stream_); });
+    bytes.resize(static_cast<size_t>(n));
+    OPTIMATE_CUDA_CHECK(cudaMemcpy(bytes.data(), bytes_, n, cudaMemcpyDeviceToHost));
+  }
+
+  void barrier() override {
+    run("ncclAllReduce (barrier)", [&](ncclComm_t c) {
+      return ncclAllReduce(scratch_, scratch_, 1, ncclInt64, ncclSum, c, stream_);
+    });
+  }
+
+  void abort(std::string_view reason) override {
+    std::lock_guard lock(g_->failure.mu);
+    // Aborting every communicator makes a rank blocked in a collective return.
+    g_->failure.abort(rank_, reason, [&] {
+      for (ncclComm_t& c : g_->comms) {
+        ncclCommAbort(c);
+        c = nullptr;
+      }
+    });
+  }
+
+  void recover() override {
+    std::unique_lock lock(g_->failure.mu);
+    g_->failure.recover(lock, [&] {
+      if (g_->comms[0] == nullptr) g_->create();
+    });
+  }
+
+ private:
+  // Enqueues one collective on this rank's stream and waits for it; an aborted group throws.
+  template <typename Enqueue>
+  void run(const char* what, const Enqueue& enqueue) {
+    ncclComm_t comm;
+    {
+      std::lock_guard lock(g_->failure.mu);
+      if (g_->failure.aborted()) g_->failure.throw_aborted();
+      comm = g_->comms[rank_];
+    }
+    OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
+    const ncclResult_t status = enqueue(comm);
+    const cudaError_t synced = cudaStreamSynchronize(stream_);
+    {
+      std::lock_guard lock(g_->failure.mu);
+      if (g_->failure.aborted()) g_->failure.throw_aborted();
+    }
+    check_nccl(status, what);
+    OPTIMATE_CUDA_CHECK(synced);
+  }
+
+  std::shared_ptr<NcclGroup> g_;
+  const int rank_;
+  cudaStream_t stream_ = nullptr;
+  int64_t* scratch_ = nullptr;
+  uint8_t* bytes_ = nullptr;
+  int64_t bytes_capacity_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<parallel::Communicator>> make_nccl_communicators(std::span<const int> devices) {
+  if (devices.empty()) fail(ErrorCode::kInvalidArgument, "a NCCL group needs at least one GPU");
+  auto group = std::make_shared<NcclGroup>(std::vector<int>(devices.begin(), devices.end()));
+  std::vector<std::unique_ptr<parallel::Communicator>> out;
+  for (int r = 0; r < static_cast<int>(devices.size()); ++r) out.push_back(std::make_unique<NcclCommunicator>(group, r));
+  return out;
+}
+
+}  // namespace optimate::cuda

@@ -1,0 +1,25 @@
+// Communicators over NCCL for ranks that are threads of this process, one GPU each
+// (parallel/communicator.h; parallel/tp_runner.h runs rank 0 on the engine thread and every
+// other rank on a thread of its own). The group comes from ncclCommInitAll with NVLink
+// multicast off (NCCL_NVLS_ENABLE=0 is set before it; nothing here creates multicast memory).
+//
+// Buffers: all_reduce_sum and all_gather take device memory on the rank's GPU and run on the
+// rank's stream, returning once the collective is done; broadcast's bytes are host memory,
+// staged through the device. abort() aborts every communicator of the group (ncclCommAbort), so
+// a rank blocked in a collective returns and throws; recover() waits for every rank and then
+// creates the group anew.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace optimate::cuda {
+
+// One communicator per device, rank i on devices[i]. Error(kNotFound) naming the devices when
+// NCCL cannot create the group.
+std::vector<std::unique_ptr<parallel::Communicator>> make_nccl_communicators(std::span<const int> devices);
+
+}  // namespace optimate::cuda
