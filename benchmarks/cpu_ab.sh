@@ -5,9 +5,17 @@
 # e.g. this build's 8-bit path against another build's default, 2 threads, 128-token prompt:
 #   benchmarks/cpu_ab.sh build/benchmarks/cpu_decode_bench 'BM_Prefill128/2/2/' \
 #       ../base/build/benchmarks/cpu_decode_bench 'BM_Prefill128/2/1/' 5
+# A bench named llama-bench (llama.cpp's) takes its own arguments instead of a filter, e.g.
+# '-m models/SmolLM2-135M-Instruct.Q4_1.gguf -p 128 -n 0 -t 2' for the same prompt case.
 set -euo pipefail
 a_bench=$1 a_filter=$2 b_bench=$3 b_filter=$4 rounds=${5:-5} min_time=${6:-2}
 rate() {  # bench filter -> tokens/s of the one matching case
+  if [[ $(basename "$1") == llama-bench ]]; then
+    # shellcheck disable=SC2086  # llama-bench's arguments, split on purpose
+    "$1" $2 -o json 2>/dev/null |
+      python3 -c 'import json,sys; b=json.load(sys.stdin); assert len(b)==1, "arguments must give one case"; print(b[0]["avg_ts"])'
+    return
+  fi
   "$1" --benchmark_filter="$2" --benchmark_min_time="$min_time" --benchmark_format=json 2>/dev/null |
     python3 -c 'import json,sys; b=json.load(sys.stdin)["benchmarks"]; assert len(b)==1, "filter must match one case"; print(b[0]["tokens/s"])'
 }

@@ -2,7 +2,8 @@
 // reported as tokens/s, per thread count, on three paths side by side: the weights as the
 // file's Q4_1/Q8_0 blocks with 8-bit activations and integer kernels (q8, the default), the
 // same blocks with fp32 activations (f32, the reference), and every weight widened to fp32
-// (fp32 weights). Skipped when the model file is absent.
+// (fp32 weights); and the default path over each KV cache precision (BM_DecodeKv,
+// BM_Prefill128Kv). Skipped when the model file is absent.
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -37,18 +38,25 @@ const optimate::LoadedModel* model() {
 
 // path 0: every weight widened to fp32; 1: blocks as stored, fp32 activations; 2: blocks as
 // stored, 8-bit activations (the default).
-std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, int64_t path) {
+std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, int64_t path,
+                                            optimate::kv::KvPrecision kv = optimate::kv::KvPrecision::kF32) {
   using optimate::cpu::CpuActivations;
   const CpuActivations activations = path == 2 ? CpuActivations::kQ8 : CpuActivations::kF32;
   auto runner = std::make_unique<CpuModelRunner>(
       model()->config, model()->weights,
-      optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kKvBlocks, .block_size = kBlockSize, .num_threads = threads,
-                                      .keep_quantized = path != 0, .activations = activations});
-  state.SetLabel(path == 0 ? "fp32 weights"
-                           : path == 1 ? "f32 activations"
-                                       : "q8 activations, " + std::string(optimate::cpu::cpu_isa_name(runner->isa())));
+      optimate::cpu::CpuRunnerOptions{.num_kv_blocks = kKvBlocks, .block_size = kBlockSize, .kv_precision = kv,
+                                      .num_threads = threads, .keep_quantized = path != 0, .activations = activations});
+  state.SetLabel((path == 0 ? "fp32 weights"
+                  : path == 1 ? "f32 activations"
+                              : "q8 activations, " + std::string(optimate::cpu::cpu_isa_name(runner->isa()))) +
+                 ", " + optimate::kv::kv_precision_name(kv) + " KV");
   return runner;
 }
+
+// The KV precisions BM_DecodeKv and BM_Prefill128Kv take as their second argument.
+constexpr optimate::kv::KvPrecision kKvPrecisions[] = {optimate::kv::KvPrecision::kF32,
+                                                       optimate::kv::KvPrecision::kBF16,
+                                                       optimate::kv::KvPrecision::kInt8};
 
 std::vector<int32_t> block_table() {
   std::vector<int32_t> t(kMaxContext / kBlockSize);
@@ -63,9 +71,7 @@ std::vector<int32_t> prompt(int64_t n) {
 }
 
 // Decodes one token per iteration after a 32-token prompt, context growing to 512 and wrapping.
-void BM_Decode(benchmark::State& state) {
-  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1));
+void decode(benchmark::State& state, CpuModelRunner* runner) {
   const auto table = block_table();
   const auto ids = prompt(32);
   std::vector<float> logits;
@@ -80,6 +86,10 @@ void BM_Decode(benchmark::State& state) {
   }
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight MB"] = static_cast<double>(runner->weight_bytes()) / 1e6;
+}
+void BM_Decode(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  decode(state, make_runner(state, static_cast<int>(state.range(0)), state.range(1)).get());
 }
 BENCHMARK(BM_Decode)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -162,9 +172,7 @@ void BM_QuantizedLinear(benchmark::State& state) {
 BENCHMARK(BM_QuantizedLinear)->ArgsProduct({{1, 8, 128}, {0, 1, 2}})->UseRealTime();
 
 // Prefills a 128-token prompt per iteration (logits of the last token only).
-void BM_Prefill128(benchmark::State& state) {
-  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
-  auto runner = make_runner(state, static_cast<int>(state.range(0)), state.range(1));
+void prefill128(benchmark::State& state, CpuModelRunner* runner) {
   const auto table = block_table();
   const auto ids = prompt(128);
   std::vector<float> logits;
@@ -175,7 +183,23 @@ void BM_Prefill128(benchmark::State& state) {
   state.counters["tokens/s"] =
       benchmark::Counter(static_cast<double>(state.iterations() * 128), benchmark::Counter::kIsRate);
 }
+void BM_Prefill128(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  prefill128(state, make_runner(state, static_cast<int>(state.range(0)), state.range(1)).get());
+}
 BENCHMARK(BM_Prefill128)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The default path (q8 activations) over KV caches of f32, bf16 and int8 (second argument 0-2).
+void BM_DecodeKv(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  decode(state, make_runner(state, static_cast<int>(state.range(0)), 2, kKvPrecisions[state.range(1)]).get());
+}
+BENCHMARK(BM_DecodeKv)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_Prefill128Kv(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  prefill128(state, make_runner(state, static_cast<int>(state.range(0)), 2, kKvPrecisions[state.range(1)]).get());
+}
+BENCHMARK(BM_Prefill128Kv)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -31,6 +31,9 @@ struct KvCacheShape {
   // Slots per host arena: the host tier (swap space, then the host prefix cache) in host
   // memory with the same layout; 0: none (kv/kv_copy.h).
   int64_t num_host_slots = 0;
+  // Which space the block pool hands out first (kv/block_pool.h): freed blocks first when the
+  // arenas' memory is mapped on first write, so resident memory follows the live blocks.
+  kv::FreeSpaceOrder free_order = kv::FreeSpaceOrder::kUntouchedFirst;
 };
 
 // Turns a full-precision block into a quantized one in place: the block keeps its first slot,

@@ -97,7 +97,8 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
   options.block_size = args.block_size;
-  options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kF32);
+  // bf16 by default, as on the GPU: half the bytes of f32 for the same quality (perplexity).
+  options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest = kv_quant_precision(args);
   const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);

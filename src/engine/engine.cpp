@@ -49,6 +49,7 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.num_kv_blocks = shape.num_blocks;
   s.enable_prefix_caching = c.enable_prefix_caching;
   s.kv_layout = shape.layout;
+  s.kv_free_order = shape.free_order;
   s.eos_token_ids = runner.config().eos_token_ids;
   // The host tier the settings ask for, within what the runner allocated.
   s.host_slots = kv::plan_host_tier(gib_bytes(c.swap_space), c.enable_prefix_caching ? gib_bytes(c.host_prefix_cache_space) : 0,

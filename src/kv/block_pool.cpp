@@ -1,5 +1,7 @@
 #include "kv/block_pool.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kv/kv_format.h"
 
@@ -18,8 +20,9 @@ KvLayout static_f32_layout() {
 BlockPool::BlockPool(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching)
     : BlockPool(static_f32_layout(), num_blocks, block_size, enable_prefix_caching) {}
 
-BlockPool::BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching)
-    : layout_(layout), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+BlockPool::BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching,
+                     FreeSpaceOrder order)
+    : layout_(layout), block_size_(block_size), prefix_caching_(enable_prefix_caching), order_(order) {
   const int64_t ps = layout_.page_slots;
   if (num_slots < ps || num_slots > kEntrySlotMask || num_slots % ps != 0)
     fail(ErrorCode::kInvalidArgument, "KV cache needs a whole number of pages of {} slots, between 1 and "
@@ -29,7 +32,6 @@ BlockPool::BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_si
   slots_.resize(static_cast<size_t>(num_slots));
   pages_.resize(static_cast<size_t>(num_slots / ps));
   empty_pages_.resize(static_cast<int64_t>(pages_.size()));
-  for (int32_t p = 0; p < static_cast<int32_t>(pages_.size()); ++p) empty_pages_.push_back(p);
   // Only blocks smaller than a page share pages; sizes 1 .. page_slots - 1.
   partial_.resize(static_cast<size_t>(ps));
   for (int64_t size = 1; size < ps; ++size) partial_[size].resize(num_slots);
@@ -64,7 +66,7 @@ IndexQueue& BlockPool::partial_free(int32_t size) {
 
 int64_t BlockPool::num_free_blocks(std::optional<KvPrecision> precision) const {
   const int64_t k = layout_.slots_for(precision.value_or(layout_.base));
-  const int64_t in_pages = empty_pages_.size() * (layout_.page_slots / k);
+  const int64_t in_pages = num_empty_pages() * (layout_.page_slots / k);
   return k < layout_.page_slots ? in_pages + partial_[k].size() : in_pages;
 }
 
@@ -91,14 +93,26 @@ void BlockPool::take(int32_t slot, KvPrecision precision) {
   Slot& b = slots_[slot];
   b.ref_count = 1;
   b.precision = precision;
-  pages_[page_of(slot)].live_slots += b.size;
-  live_slots_ += b.size;
+  add_live_slots(page_of(slot), b.size);
   ++live_blocks_[precision];
 }
 
+void BlockPool::add_live_slots(int32_t page, int32_t delta) {
+  Page& p = pages_[page];
+  const bool was_live = p.live_slots > 0;
+  p.live_slots += delta;
+  live_slots_ += delta;
+  if (was_live != (p.live_slots > 0)) num_live_pages_ += was_live ? -1 : 1;
+  peak_live_pages_ = std::max(peak_live_pages_, num_live_pages_);
+}
+
 int32_t BlockPool::take_empty_page(int32_t size, KvPrecision precision) {
-  const int32_t page = empty_pages_.front();
-  empty_pages_.remove(page);
+  const bool untouched_left = next_untouched_page_ < static_cast<int32_t>(pages_.size());
+  const bool untouched_first =
+      order_ == FreeSpaceOrder::kUntouchedFirst || next_untouched_page_ < 2 * peak_live_pages_;
+  const bool untouched = untouched_left && (untouched_first || empty_pages_.empty());
+  const int32_t page = untouched ? next_untouched_page_++ : empty_pages_.front();
+  if (!untouched) empty_pages_.remove(page);
   const int32_t ps = static_cast<int32_t>(layout_.page_slots);
   const int32_t first = page * ps;
   for (int32_t s = first; s < first + ps; ++s) {
@@ -168,8 +182,7 @@ void BlockPool::touch(std::span<const int32_t> entries) {
       } else {
         partial_free(b.size).remove(slot);
       }
-      pages_[page].live_slots += b.size;
-      live_slots_ += b.size;
+      add_live_slots(page, b.size);
       ++live_blocks_[b.precision];
     }
     ++b.ref_count;
@@ -183,8 +196,7 @@ void BlockPool::release(std::span<const int32_t> entries) {
     if (--b.ref_count > 0) continue;
     const int32_t slot = entry_slot(e);
     const int32_t page = page_of(slot);
-    pages_[page].live_slots -= b.size;
-    live_slots_ -= b.size;
+    add_live_slots(page, -b.size);
     --live_blocks_[b.precision];
     if (pages_[page].live_slots > 0) {
       partial_free(b.size).push_back(slot);
@@ -221,8 +233,7 @@ int32_t BlockPool::requantize(int32_t entry, KvPrecision precision) {
     partial_free(size).push_front(s);
   }
   pages_[page].block_slots = size;
-  pages_[page].live_slots -= freed;
-  live_slots_ -= freed;
+  add_live_slots(page, -freed);
   ++counters_.requantized_blocks;
   ++counters_.requantized_to[precision];
   return entry_of(slot);

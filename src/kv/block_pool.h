@@ -8,11 +8,11 @@
 // its new size.
 //
 // Free space sits in queues ordered by when it was freed (vLLM v1's FreeKVCacheBlockQueue):
-// whole empty pages, and free blocks in pages that still hold live ones. Allocation takes free
-// blocks of the right size in partly used pages first (keeping pages whole for full blocks),
-// then the least recently freed empty page, so a freed block that still holds a cached prefix
-// survives as long as possible. A cache hit on a free block takes it out of the queues again
-// (touch). The pool only does bookkeeping; the runner owns the storage.
+// whole empty pages, and free blocks in pages that still hold live ones; pages never used yet
+// apart. Allocation takes free blocks of the right size in partly used pages first (keeping
+// pages whole for full blocks), then a whole page: an untouched one or the least recently freed
+// one, in the order FreeSpaceOrder says. A cache hit on a free block takes it out of the queues
+// again (touch). The pool only does bookkeeping; the runner owns the storage.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,8 @@ class BlockPool {
   // A static full-precision cache of `num_blocks` blocks (entries equal slot ids).
   BlockPool(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching);
   // `num_slots` slots laid out as `layout` says (a multiple of its page_slots).
-  BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching);
+  BlockPool(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching,
+            FreeSpaceOrder order = FreeSpaceOrder::kUntouchedFirst);
 
   const KvLayout& layout() const { return layout_; }
   int64_t num_slots() const { return static_cast<int64_t>(slots_.size()); }
@@ -124,18 +125,27 @@ class BlockPool {
   int32_t entry_of(int32_t slot) const;
   int32_t page_of(int32_t slot) const { return slot / static_cast<int32_t>(layout_.page_slots); }
   IndexQueue& partial_free(int32_t size);
+  int64_t num_empty_pages() const {
+    return empty_pages_.size() + static_cast<int64_t>(pages_.size()) - next_untouched_page_;
+  }
   // Carves an empty page into blocks of `size` slots, evicting what it cached; the blocks
   // after the first join the partial free queue.
   int32_t take_empty_page(int32_t size, KvPrecision precision);
   void take(int32_t slot, KvPrecision precision);
+  // A page's live slots change by `delta`; counts the pages that hold live blocks.
+  void add_live_slots(int32_t page, int32_t delta);
   void evict(int32_t slot);
 
   KvLayout layout_;
   int64_t block_size_;
   bool prefix_caching_;
+  FreeSpaceOrder order_;
   std::vector<Slot> slots_;
   std::vector<Page> pages_;
-  IndexQueue empty_pages_;              // pages with no live block, by when they emptied
+  IndexQueue empty_pages_;              // used pages with no live block, by when they emptied
+  int32_t next_untouched_page_ = 0;     // pages from here on were never used
+  int32_t num_live_pages_ = 0;          // pages holding a live block
+  int32_t peak_live_pages_ = 0;         // the most ever at once
   std::vector<IndexQueue> partial_;     // [size]: free blocks of that size in live pages (by slot)
   int64_t live_slots_ = 0;
   std::map<KvPrecision, int64_t> live_blocks_;

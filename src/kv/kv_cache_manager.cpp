@@ -10,8 +10,8 @@ KvCacheManager::KvCacheManager(int64_t num_blocks, int64_t block_size, bool enab
     : pool_(num_blocks, block_size, enable_prefix_caching), host_(pool_.layout(), {}, block_size) {}
 
 KvCacheManager::KvCacheManager(const KvLayout& layout, int64_t num_slots, int64_t block_size,
-                               bool enable_prefix_caching, HostTierSlots host)
-    : pool_(layout, num_slots, block_size, enable_prefix_caching),
+                               bool enable_prefix_caching, HostTierSlots host, FreeSpaceOrder order)
+    : pool_(layout, num_slots, block_size, enable_prefix_caching, order),
       host_(layout, enable_prefix_caching ? host : HostTierSlots{host.swap, 0}, block_size) {
   pool_.record_evictions(host_.has_prefix());
 }

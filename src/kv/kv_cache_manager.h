@@ -50,7 +50,7 @@ class KvCacheManager {
   // A static full-precision cache of `num_blocks` blocks.
   KvCacheManager(int64_t num_blocks, int64_t block_size, bool enable_prefix_caching);
   KvCacheManager(const KvLayout& layout, int64_t num_slots, int64_t block_size, bool enable_prefix_caching,
-                 HostTierSlots host = {});
+                 HostTierSlots host = {}, FreeSpaceOrder order = FreeSpaceOrder::kUntouchedFirst);
 
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }

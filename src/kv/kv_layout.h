@@ -32,6 +32,19 @@ struct KvLayout {
   bool holds(KvPrecision precision) const;
 };
 
+// Which space the block pool (kv/block_pool.h) hands out first once no partly used page fits.
+//   kUntouchedFirst  pages never used, then the least recently freed: a freed block that holds a
+//                    cached prefix survives as long as the pool has other space (vLLM's order);
+//                    right for arenas allocated up front (the GPU's).
+//   kFreedFirst      for arenas whose memory the OS maps on first write (the CPU's), where
+//                    untouched space costs nothing until used: untouched pages only while the
+//                    pages used so far are fewer than twice the most pages ever live at once,
+//                    then the least recently freed pages first. Resident memory stays within
+//                    twice the peak of live blocks instead of growing toward the whole arena as
+//                    the prefix cache fills it; the cache keeps as much as the engine has
+//                    needed at once, the most recently freed blocks.
+enum class FreeSpaceOrder { kUntouchedFirst, kFreedFirst };
+
 // `full`: f32 or bf16; `base`: the cache's precision (full, or a quantized one for a static
 // quantized cache); `finest`: the kv_quant optimizer's precision, when configured.
 KvLayout plan_kv_layout(KvPrecision full, KvPrecision base, std::optional<KvPrecision> finest,

@@ -14,7 +14,7 @@ Scheduler::Scheduler(SchedulerConfig config, optim::PolicySet policies, const Cl
       preempt_mode_(std::make_shared<optim::CostPreemptModePolicy>(config_.preemption_mode)),
       clock_(clock),
       kv_((config_.validate(), config_.kv_layout), config_.num_kv_blocks, config_.block_size,
-          config_.enable_prefix_caching, config_.host_slots) {}
+          config_.enable_prefix_caching, config_.host_slots, config_.kv_free_order) {}
 
 void Scheduler::set_policies(optim::PolicySet policies) {
   policies_ = optim::with_baselines(std::move(policies));

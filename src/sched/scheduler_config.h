@@ -19,6 +19,8 @@ struct SchedulerConfig {
   bool enable_prefix_caching = true;
   // The runner's cache: its precisions and page size (kv/kv_layout.h).
   kv::KvLayout kv_layout = {.full = kv::KvPrecision::kF32, .base = kv::KvPrecision::kF32};
+  // Whether the pool reuses freed space or untouched space first (kv/block_pool.h): the runner's.
+  kv::FreeSpaceOrder kv_free_order = kv::FreeSpaceOrder::kUntouchedFirst;
   std::vector<int64_t> eos_token_ids;
   // The host tier (kv/host_tier.h): the swap region and the host prefix cache, in slots of the
   // runner's host arenas; and what a preempted request does with its blocks.

@@ -1,6 +1,8 @@
 // Seeded random interleavings against a plain reference model. BlockPool: allocate, touch,
 // release, cache and reset in any order keep the counts conserved (free + referenced = all),
-// no block is both free and referenced, allocation takes the least recently freed block, the
+// no block is both free and referenced, allocation takes an untouched block or the least
+// recently freed one in the order the pool was given (untouched first; or freed first once
+// twice the peak of live blocks have been used), the
 // cache maps exactly the hashes the model expects, and every block comes back at the end.
 // KvCacheManager: sequences that hit, fork, grow and free never write into a block another
 // sequence reads, a hit always returns blocks holding exactly the tokens looked up, and the
@@ -20,20 +22,28 @@ namespace {
 
 struct PoolModel {
   std::vector<int32_t> refs;
-  std::deque<int32_t> free_queue;  // front: allocated next
+  std::deque<int32_t> untouched;   // never allocated
+  std::deque<int32_t> free_queue;  // freed, front: the least recently
+  bool freed_first = false;
+  int64_t num_live = 0;
+  int64_t peak_live = 0;
   std::vector<std::optional<BlockHash>> hash_of;
   std::map<BlockHash, std::vector<int32_t>> cached;  // every block holding a hash, in order
   int64_t evictions = 0;
 
-  explicit PoolModel(int64_t n) : refs(n, 0), hash_of(n) {
-    for (int32_t id = 0; id < n; ++id) free_queue.push_back(id);
+  PoolModel(int64_t n, bool freed_first) : refs(n, 0), hash_of(n), freed_first(freed_first) {
+    for (int32_t id = 0; id < n; ++id) untouched.push_back(id);
   }
+  int64_t num_free() const { return static_cast<int64_t>(untouched.size() + free_queue.size()); }
   std::vector<int32_t> allocate(int64_t count) {
     std::vector<int32_t> ids;
-    if (count > static_cast<int64_t>(free_queue.size())) return ids;
+    if (count > num_free()) return ids;
     for (int64_t i = 0; i < count; ++i) {
-      const int32_t id = free_queue.front();
-      free_queue.pop_front();
+      const int64_t used = static_cast<int64_t>(refs.size() - untouched.size());
+      const bool untouched_first = !freed_first || used < 2 * peak_live;
+      std::deque<int32_t>& from = untouched.empty() || (!untouched_first && !free_queue.empty()) ? free_queue : untouched;
+      const int32_t id = from.front();
+      from.pop_front();
       if (hash_of[id]) {
         auto& copies = cached[*hash_of[id]];
         copies.erase(std::find(copies.begin(), copies.end(), id));
@@ -42,15 +52,22 @@ struct PoolModel {
         ++evictions;
       }
       refs[id] = 1;
+      peak_live = std::max(peak_live, ++num_live);
       ids.push_back(id);
     }
     return ids;
   }
   void touch(int32_t id) {
-    if (refs[id]++ == 0) free_queue.erase(std::find(free_queue.begin(), free_queue.end(), id));
+    if (refs[id]++ == 0) {
+      free_queue.erase(std::find(free_queue.begin(), free_queue.end(), id));
+      peak_live = std::max(peak_live, ++num_live);
+    }
   }
   void release(int32_t id) {
-    if (--refs[id] == 0) free_queue.push_back(id);
+    if (--refs[id] == 0) {
+      free_queue.push_back(id);
+      --num_live;
+    }
   }
   void cache(int32_t id, BlockHash h) {
     if (!hash_of[id]) {
@@ -82,7 +99,7 @@ void expect_same(const BlockPool& pool, const PoolModel& m, bool caching) {
     ASSERT_EQ(pool.is_free(id), m.refs[id] == 0) << "block " << id;
     referenced += m.refs[id] > 0 ? 1 : 0;
   }
-  ASSERT_EQ(pool.num_free_blocks(), static_cast<int64_t>(m.free_queue.size()));
+  ASSERT_EQ(pool.num_free_blocks(), m.num_free());
   ASSERT_EQ(pool.num_free_blocks() + referenced, n);
   ASSERT_DOUBLE_EQ(pool.usage(), static_cast<double>(referenced) / static_cast<double>(n));
   for (BlockHash h = 0; h < kNumHashes; ++h) {
@@ -95,18 +112,22 @@ struct PoolCase {
   uint64_t seed;
   int64_t num_blocks;
   bool prefix_caching;
+  FreeSpaceOrder order = FreeSpaceOrder::kUntouchedFirst;
 };
 
 TEST(BlockPoolProperty, RandomInterleavingsMatchTheModel) {
-  const PoolCase cases[] = {{1, 8, true}, {2, 16, true}, {3, 64, true}, {4, 16, false},
-                            {5, 1, true}, {6, 3, true}};
+  constexpr FreeSpaceOrder kFreedFirst = FreeSpaceOrder::kFreedFirst;
+  const PoolCase cases[] = {{1, 8, true},  {2, 16, true},  {3, 64, true},  {4, 16, false},
+                            {5, 1, true},  {6, 3, true},   {7, 16, true, kFreedFirst},
+                            {8, 64, true, kFreedFirst}, {9, 16, false, kFreedFirst}};
   for (const PoolCase& c : cases) {
     SCOPED_TRACE("seed " + std::to_string(c.seed) + ", " + std::to_string(c.num_blocks) +
                  " blocks");
     std::mt19937_64 rng(c.seed);
     auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
-    BlockPool pool(c.num_blocks, 4, c.prefix_caching);
-    PoolModel m(c.num_blocks);
+    BlockPool pool({.full = KvPrecision::kF32, .base = KvPrecision::kF32}, c.num_blocks, 4, c.prefix_caching,
+                   c.order);
+    PoolModel m(c.num_blocks, c.order == FreeSpaceOrder::kFreedFirst);
     std::vector<std::vector<int32_t>> holders;  // each holds one reference to its blocks
     for (int op = 0; op < 4000; ++op) {
       const int64_t kind = pick(100);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/error.h"
 #include "kv/block_pool.h"
 #include "kv/kv_cache_manager.h"
@@ -30,6 +32,50 @@ TEST(BlockPool, PrecisionTagFollowsTheBlock) {
   auto b = pool.allocate(1, KvPrecision::kF32);
   EXPECT_EQ(pool.precision(a[0]), KvPrecision::kBF16);
   EXPECT_EQ(pool.precision(b[0]), KvPrecision::kF32);
+}
+
+// Freed first (the CPU's arenas, mapped on first write): one request after another writes at
+// most twice the blocks one request holds, so the memory they take stays within twice one
+// request's; then the least recently freed cached block is the one evicted.
+TEST(BlockPool, FreedFirstReusesWrittenBlocksAndEvictsTheOldest) {
+  const KvLayout layout{.full = KvPrecision::kF32, .base = KvPrecision::kF32};
+  BlockPool pool(layout, 100, 16, true, FreeSpaceOrder::kFreedFirst);
+  std::set<int32_t> written;
+  for (int request = 0; request < 10; ++request) {
+    const auto blocks = pool.allocate(3, KvPrecision::kF32);
+    ASSERT_EQ(blocks.size(), 3u);
+    written.insert(blocks.begin(), blocks.end());
+    pool.cache_block(blocks[0], static_cast<BlockHash>(request));
+    pool.release(blocks);
+  }
+  EXPECT_EQ(written.size(), 6u);
+  EXPECT_EQ(pool.num_free_blocks(), 100);
+  // The pool as vLLM orders it walks through untouched blocks first.
+  BlockPool untouched_first(layout, 100, 16, true, FreeSpaceOrder::kUntouchedFirst);
+  std::set<int32_t> spread;
+  for (int request = 0; request < 10; ++request) {
+    const auto blocks = untouched_first.allocate(3, KvPrecision::kF32);
+    spread.insert(blocks.begin(), blocks.end());
+    untouched_first.release(blocks);
+  }
+  EXPECT_EQ(spread.size(), 30u);
+  // Cached blocks freed one after the other, twice the peak written: new content takes the
+  // oldest one's space, and the rest stay cached.
+  BlockPool lru(layout, 100, 16, true, FreeSpaceOrder::kFreedFirst);
+  std::vector<int32_t> freed;
+  for (int request = 0; request < 2; ++request) {
+    const auto two = lru.allocate(2, KvPrecision::kF32);
+    for (int32_t id : two) {
+      lru.cache_block(id, 10 + static_cast<BlockHash>(freed.size()));
+      freed.push_back(id);
+    }
+    lru.release(two);
+  }
+  ASSERT_EQ(freed.size(), 4u);
+  EXPECT_EQ(lru.allocate(1, KvPrecision::kF32), std::vector<int32_t>{freed[0]});
+  EXPECT_FALSE(lru.cached_block(10).has_value());
+  EXPECT_EQ(lru.cached_block(11), freed[1]);
+  EXPECT_EQ(lru.cached_block(12), freed[2]);
 }
 
 TEST(BlockHash, ChainedOverParent) {

@@ -85,7 +85,8 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                .num_kv_heads = config_.num_kv_heads,
                .head_dim = config_.head_dim,
                .layout = plan_layout(config_, options),
-               .num_host_slots = options.num_host_slots};
+               .num_host_slots = options.num_host_slots,
+               .free_order = kv::FreeSpaceOrder::kFreedFirst};
   attn_dims_ = {.num_heads = config_.num_heads,
                 .num_kv_heads = config_.num_kv_heads,
                 .head_dim = config_.head_dim,

@@ -1,6 +1,7 @@
 #include "backend/cpu/paged_attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +36,17 @@ inline size_t seq_of_row(std::span<const AttentionSeq> seqs, int64_t row) {
 const float* block_rows(const kv::BlockLayout& f, const uint8_t* block, int64_t head, int64_t n, float* buf) {
   if (f.precision == kv::KvPrecision::kF32)
     return reinterpret_cast<const float*>(block + f.row_offset(head, 0));
+  if (f.precision == kv::KvPrecision::kBF16) {
+    // A head's rows are contiguous: one widening loop over all of them (vectorized), the
+    // default cache's hot path, where a call per row would cost as much as the dot products.
+    const uint8_t* src = block + f.row_offset(head, 0);
+    for (int64_t i = 0; i < n * f.head_dim; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      buf[i] = std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+    }
+    return buf;
+  }
   for (int64_t t = 0; t < n; ++t) kv::load_row(f, block, head, t, buf + t * f.head_dim);
   return buf;
 }
