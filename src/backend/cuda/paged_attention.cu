@@ -402,10 +402,11 @@ int64_t paged_attention_workspace_floats(int64_t num_rows, int64_t num_heads, in
 namespace {
 
 // How many (row, kv head) blocks splitting aims for. The CUDA-core kernel's 4-warp blocks: none
-// once there is one per SM, else two waves. The tensor-core kernel's 1-warp blocks (about eight fit on an SM):
-// one wave at 32 keys or more a split (`near`), and up to 16 warps an SM (32 over a cache that
-// may hold quantized blocks, whose chunks have fewer bytes to load and more to compute per
-// byte) at 512 keys or more a split (`far`). Measured on the H200 (Llama-3-8B shape, context
+// once there is one per SM, else two waves. The tensor-core kernel's 1-warp blocks (about
+// eight fit on an SM): one wave at 32 keys or more a split (`near`), and up to 16 warps an SM
+// (32 over a cache that may hold quantized blocks, whose chunks have fewer bytes to load and
+// more to compute per byte) at 512 keys or more a split (`far`), which is also where no split
+// is needed (`enough`). Measured on the H200 (Llama-3-8B shape, context
 // 8192): batch 64 over bf16 runs 9% faster at 6 splits than at 3, over int8/fp8 11% faster at 9
 // than at 3; batch 8 over int8/fp8 runs 1.8x slower at 64 splits of 128 keys than at 17.
 struct SplitTargets {
