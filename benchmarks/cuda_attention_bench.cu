@@ -11,7 +11,7 @@
 //
 //   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
 //                        [--kv-context N] [--kv-batches 8,64] [--kv-split-scales 1,2,4]
-//                        [--only decode|prefill|kv]
+//                        [--only decode|prefill|kv] [--kv-precisions bf16,fp8,int8,int4]
 // (--kv-split-scales: the kv cases again with the runner's split count times each factor; 0
 // takes the count of a bf16-only cache, which a quantized one had before it got more splits)
 #include <algorithm>
@@ -193,7 +193,7 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
   DeviceBuffer<uint8_t> arenas(2 * layers * arena_bytes);
   auto arena = [&](int64_t l) {
     uint8_t* k = arenas.get() + 2 * l * arena_bytes;
-    return KvArena{k, k + arena_bytes, layout.slot_bytes, dynamic || code != 0};
+    return KvArena{k, k + arena_bytes, layout.slot_bytes, dynamic || code != 0, dynamic || code == 0 ? -1 : code};
   };
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
@@ -259,19 +259,26 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
 int main(int argc, char** argv) {
   int64_t layers = 8, context = 300, kv_context = 8192;
   std::vector<int64_t> batches = {1, 64, 256, 1024}, kv_batches = {8, 64}, kv_split_scales = {1};
-  std::string out_path, only;
+  std::string out_path, only, kv_precision_list = "bf16,fp8,int8,int4";
   const bool flags_ok = bench::parse_flags(
       argc, argv,
       {{"--out", [&](const std::string& v) { out_path = v; }},
        {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
        {"--context", [&](const std::string& v) { context = std::stoll(v); }},
        {"--only", [&](const std::string& v) { only = v; }},
+       {"--kv-precisions", [&](const std::string& v) { kv_precision_list = v; }},
        {"--kv-context", [&](const std::string& v) { kv_context = std::stoll(v); }},
        {"--kv-batches", [&](const std::string& v) { kv_batches = bench::parse_list(v); }},
        {"--kv-split-scales", [&](const std::string& v) { kv_split_scales = bench::parse_list(v); }},
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
   if (!flags_ok) return 2;
   try {
+    std::vector<kv::KvPrecision> kv_precisions;
+    for (size_t at = 0; at < kv_precision_list.size();) {
+      const size_t comma = std::min(kv_precision_list.find(',', at), kv_precision_list.size());
+      kv_precisions.push_back(kv::parse_kv_precision(kv_precision_list.substr(at, comma - at), kv::KvPrecision::kBF16));
+      at = comma + 1;
+    }
     cudaStream_t s;
     OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp prop{};
@@ -300,14 +307,14 @@ int main(int argc, char** argv) {
       for (int64_t scale : kv_split_scales)
         for (int64_t b : kv_batches)
           for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
-            for (auto precision : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8,
-                                   kv::KvPrecision::kInt4})
+            for (auto precision : kv_precisions)
               j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k,
                                                   prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,
                                                   static_cast<int>(scale)));
-            j["kv"].push_back(kv_precision_case(b, kv_context, layers, kv::KvPrecision::kBF16, true, k,
-                                                prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,
-                                                static_cast<int>(scale)));
+            if (std::count(kv_precisions.begin(), kv_precisions.end(), kv::KvPrecision::kBF16))
+              j["kv"].push_back(kv_precision_case(b, kv_context, layers, kv::KvPrecision::kBF16, true, k,
+                                                  prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,
+                                                  static_cast<int>(scale)));
           }
     bench::write_json(out_path, j);
   } catch (const std::exception& e) {

@@ -220,6 +220,30 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MixedDecodeAttention,
                          ::testing::Values(AttentionShape{32, 8, 128}, AttentionShape{9, 3, 64},
                                            AttentionShape{16, 2, 128}, AttentionShape{4, 4, 128}));
 
+// A static quantized cache: every block at one precision, which the arena promises
+// (uniform_code), so decode attention runs the kernel built for that precision alone.
+class UniformDecodeAttention : public ::testing::TestWithParam<AttentionShape> {};
+
+TEST_P(UniformDecodeAttention, EachPrecisionsOwnKernelMatchesTheReference) {
+  OPTIMATE_REQUIRE_GPU();
+  const AttentionShape s = GetParam();
+  const std::vector<int64_t> lens = {300, 17, 1000, 129, 2049};
+  for (KvPrecision p : {KvPrecision::kFP8, KvPrecision::kInt8, KvPrecision::kInt4}) {
+    int64_t pages = 0;
+    for (int64_t len : lens) pages += (len + 15) / 16;
+    MixedKvCache c(s.num_kv_heads, 16, s.head_dim, pages);
+    for (size_t i = 0; i < lens.size(); ++i)
+      c.add_sequence(lens[i], {p}, 91 + uint32_t(i), i % 2 ? -1.5f : -1.0f, i % 2 ? 0.5f : 1.0f);
+    DeviceArenas d(c);
+    AttentionCache cache = c.attention_cache(d.k.get(), d.v.get());
+    cache.arena.uniform_code = kv::precision_code(p);
+    check_decode_attention(cache, s, lens, {1, 7, 64}, 92, std::string("uniform ") + kv::kv_precision_name(p));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, UniformDecodeAttention,
+                         ::testing::Values(AttentionShape{32, 8, 128}, AttentionShape{9, 3, 64}));
+
 // Rows that stress the quantized decode path's use of scales: K rows of zeros (a score column
 // whose key scale is 0), V rows of zeros (a V scale of 0, in the first chunk too), int4 groups
 // of one repeated value (scale 0, all in the min), V rows 1000 times smaller for the first 40

@@ -25,7 +25,9 @@ namespace optimate::cuda {
 KvArena CudaModelRunner::State::kv_arena(int64_t layer) const {
   const int64_t arena_bytes = kv_shape.num_blocks * kv_shape.layout.slot_bytes;
   uint8_t* k = kv_cache.get() + 2 * layer * arena_bytes;
-  return {k, k + arena_bytes, kv_shape.layout.slot_bytes, kv_quantized};
+  const kv::KvLayout& layout = kv_shape.layout;
+  const int uniform = kv_quantized && !layout.dynamic() ? kv::precision_code(layout.base) : -1;
+  return {k, k + arena_bytes, layout.slot_bytes, kv_quantized, uniform};
 }
 
 int CudaModelRunner::State::decode_splits(int64_t num_rows, int64_t max_ctx) const {

@@ -69,12 +69,15 @@ OPTIMATE_HOST_DEVICE inline int64_t kv_bf16_block_bytes(int64_t num_kv_heads, in
 // One layer's K and V arenas as the kernels address them. With `quantized` false every block
 // is bf16 and slot_bytes is the bf16 block's bytes, so kernels keep plain bf16 indexing; with
 // it true they read each entry's precision code, and blocks may be any precision (a bf16 block
-// of a dynamic cache spans several slots).
+// of a dynamic cache spans several slots). `uniform_code`, when not -1, promises that every
+// block has that code (a static fp8, int8 or int4 cache): decode attention then runs a kernel
+// built for that precision alone, whose registers hold only its codes.
 struct KvArena {
   uint8_t* k = nullptr;  // [num_slots, slot_bytes]
   uint8_t* v = nullptr;
   int64_t slot_bytes = 0;
   bool quantized = false;
+  int uniform_code = -1;
 };
 
 // The launchers' check of an arena against the cache shape.

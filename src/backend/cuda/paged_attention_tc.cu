@@ -24,12 +24,17 @@
 // cache block, so its precision is warp-uniform; a quantized chunk's codes and scales are
 // loaded in place of the bf16 values and run through fp16 mma on codes converted by byte
 // permutes, its scales applied to scores and probabilities (paged_attention_tc_quant.cuh); a
-// bf16 chunk takes the bf16 path. The bf16-only variant has no branch.
+// bf16 chunk takes the bf16 path. The bf16-only variant has no branch, nor has the variant
+// for a static fp8, int8 or int4 cache (KvArena::uniform_code): built for that one precision,
+// its chunks hold only that precision's codes and scales, not a bf16 chunk's registers, so
+// more warps fit on a multiprocessor to keep loads in flight.
 //
 // The softmax works in base 2 (scores scaled by scale * log2 e); row sums stay per lane until
 // the end. Partials for split-K go to the workspace in paged_attention.h's layout (max in
 // natural-log units), and the last warp of a (row, kv head) combines them.
 #include "backend/cuda/paged_attention_tc.h"
+
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -60,8 +65,9 @@ struct TableWindow {
 };
 
 // Issues the loads of the 16 keys at c0 (a multiple of 16 inside one cache block); keys at or
-// past `end` read key end - 1 instead and are masked later.
-template <int D, bool Q>
+// past `end` read key end - 1 instead and are masked later. U: every block's precision code
+// when the cache promises one (KvArena::uniform_code), else -1.
+template <int D, bool Q, int U>
 __device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionParams& p,
                                            TableWindow& tw, int c0, int end, int kvh, int g, int c,
                                            int lane) {
@@ -88,14 +94,14 @@ __device__ __forceinline__ void load_chunk(Chunk<D>& ch, const PagedAttentionPar
       for (int h = 0; h < D / 64; ++h) ch.v[i][h] = load_16_bytes(src + 64 * h);
     }
   } else {
-    const int code = kv_entry_code(id);  // warp-uniform: one block's keys
+    const int code = U >= 0 ? U : kv_entry_code(id);  // warp-uniform: one block's keys
     ch.code = code;
     const int64_t block_offset = static_cast<int64_t>(kv_entry_slot(id)) * p.cache.slot_bytes;
     const uint8_t* kb = p.cache.k + block_offset;
     const uint8_t* vb = p.cache.v + block_offset;
     const int hkv = static_cast<int>(p.num_kv_heads), tok0 = c0 - block * bs;
     const int last = end - 1 - c0;  // keys past it repeat it
-    if (code != kKvBf16) {
+    if (U >= 0 || code != kKvBf16) {
       load_quant_chunk<D>(ch, code, kb, vb, hkv, bs, kvh, tok0, last, g, c);
       return;
     }
@@ -167,13 +173,15 @@ __device__ __forceinline__ void compute_keys(const Chunk<D>& ch, const QFragment
   }
 }
 
-template <int D, bool Q>
+template <int D, bool Q, int U>
 __device__ __forceinline__ void compute_chunk(const Chunk<D>& ch, const uint4 (&q)[D / 32], const uint4 (*q_shared)[32],
                                               const uint2 (*q16)[32],
                                               float (&o)[D / 8][2], RowState& st, int c0, int end,
                                               float scale_log2, int lane) {
   const int c = lane % 4;
-  if constexpr (Q) {
+  if constexpr (U >= 0) {
+    compute_quant_keys<D, U>(ch, q16, o, st, c0, end, scale_log2, lane);
+  } else if constexpr (Q) {
     switch (ch.code) {
       case kKvFp8: compute_quant_keys<D, kKvFp8>(ch, q16, o, st, c0, end, scale_log2, lane); return;
       case kKvInt8: compute_quant_keys<D, kKvInt8>(ch, q16, o, st, c0, end, scale_log2, lane); return;
@@ -241,7 +249,8 @@ __device__ void combine_splits_warp(const PagedAttentionParams& p, int r, int kv
   }
 }
 
-template <int D, bool Q>
+// DEPTH chunks rotate through registers: DEPTH - 1 are in flight while one is computed.
+template <int D, bool Q, int U, int DEPTH = 2>
 __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAttentionParams p) {
   constexpr int KS = D / 32;
   constexpr int NT = D / 8;
@@ -265,9 +274,9 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
 
   // Keys older than the row's last come from earlier launches: the first chunk's loads may go
   // out while the kernel before (which writes the last key and q) is still running.
-  Chunk<D> a, b;
+  Chunk<D> buf[DEPTH];
   const bool early = p.prior_keys_stable && begin < end && begin + kChunk < ctx;
-  if (early) load_chunk<D, Q>(a, p, tw, begin, end, kvh, g, c, lane);
+  if (early) load_chunk<D, Q, U>(buf[0], p, tw, begin, end, kvh, g, c, lane);
   wait_for_prior_grid();
   allow_next_grid();
   uint4 q[KS];
@@ -288,13 +297,29 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
   RowState st;
   const float scale_log2 = p.scale * 1.4426950408889634f;
 
-  if (!early && begin < end) load_chunk<D, Q>(a, p, tw, begin, end, kvh, g, c, lane);
-  for (int c0 = begin; c0 < end; c0 += 2 * kChunk) {
-    const bool second = c0 + kChunk < end;
-    if (second) load_chunk<D, Q>(b, p, tw, c0 + kChunk, end, kvh, g, c, lane);
-    compute_chunk<D, Q>(a, q, q_shared, q16, o, st, c0, end, scale_log2, lane);
-    if (c0 + 2 * kChunk < end) load_chunk<D, Q>(a, p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
-    if (second) compute_chunk<D, Q>(b, q, q_shared, q16, o, st, c0 + kChunk, end, scale_log2, lane);
+  if (!early && begin < end) load_chunk<D, Q, U>(buf[0], p, tw, begin, end, kvh, g, c, lane);
+  if constexpr (DEPTH == 2) {
+    for (int c0 = begin; c0 < end; c0 += 2 * kChunk) {
+      const bool second = c0 + kChunk < end;
+      if (second) load_chunk<D, Q, U>(buf[1], p, tw, c0 + kChunk, end, kvh, g, c, lane);
+      compute_chunk<D, Q, U>(buf[0], q, q_shared, q16, o, st, c0, end, scale_log2, lane);
+      if (c0 + 2 * kChunk < end) load_chunk<D, Q, U>(buf[0], p, tw, c0 + 2 * kChunk, end, kvh, g, c, lane);
+      if (second) compute_chunk<D, Q, U>(buf[1], q, q_shared, q16, o, st, c0 + kChunk, end, scale_log2, lane);
+    }
+  } else {
+#pragma unroll
+    for (int i = 1; i + 1 < DEPTH; ++i)
+      if (begin + i * kChunk < end) load_chunk<D, Q, U>(buf[i], p, tw, begin + i * kChunk, end, kvh, g, c, lane);
+    for (int c0 = begin; c0 < end; c0 += DEPTH * kChunk) {
+#pragma unroll
+      for (int i = 0; i < DEPTH; ++i) {
+        const int at = c0 + i * kChunk;
+        if (at >= end) break;  // warp-uniform
+        const int ahead = at + (DEPTH - 1) * kChunk;
+        if (ahead < end) load_chunk<D, Q, U>(buf[(i + DEPTH - 1) % DEPTH], p, tw, ahead, end, kvh, g, c, lane);
+        compute_chunk<D, Q, U>(buf[i], q, q_shared, q16, o, st, at, end, scale_log2, lane);
+      }
+    }
   }
   const float l = group_sum<4>(st.l);
 
@@ -353,10 +378,18 @@ __global__ void __launch_bounds__(32) paged_attention_tc_kernel(const PagedAtten
 void paged_attention_tensor_cores(const PagedAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.num_kv_heads), static_cast<unsigned>(p.num_rows),
                   static_cast<unsigned>(p.num_splits));
-  auto kernel = p.head_dim == 64 ? (p.cache.quantized ? paged_attention_tc_kernel<64, true>
-                                                        : paged_attention_tc_kernel<64, false>)
-                                  : (p.cache.quantized ? paged_attention_tc_kernel<128, true>
-                                                       : paged_attention_tc_kernel<128, false>);
+  auto pick = [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (!p.cache.quantized) return paged_attention_tc_kernel<D, false, -1>;
+    switch (p.cache.uniform_code) {
+      case kKvFp8: return paged_attention_tc_kernel<D, true, kKvFp8>;
+      case kKvInt8: return paged_attention_tc_kernel<D, true, kKvInt8>;
+      // An int4 chunk is half an int8 one's bytes: three in flight, not one.
+      case kKvInt4: return paged_attention_tc_kernel<D, true, kKvInt4, 4>;
+      default: return paged_attention_tc_kernel<D, true, -1>;
+    }
+  };
+  auto kernel = p.head_dim == 64 ? pick(std::integral_constant<int, 64>{}) : pick(std::integral_constant<int, 128>{});
   launch_programmatic(kernel, grid, dim3(32), 0, stream, "paged_attention_tc_kernel", p);
 }
 
