@@ -14,6 +14,7 @@
 #include "backend/cuda/gemv.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/programmatic_launch.h"
@@ -329,13 +330,12 @@ void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cu
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(M * p.k * 2) : 0;
   if (split == 0) split = pick_split(num_pairs, p.k, resident_blocks<M>(smem));
   if (smem > 48 * 1024) {
-    static bool raised = false;
-    if (!raised) {
+    static PerDeviceOnce raised;
+    once_per_device(raised, [] {
       OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                200 * 1024));
-      raised = true;
-    }
+    });
   }
   const int64_t pairs_per_block = kWarps / split;
   const unsigned blocks = static_cast<unsigned>((num_pairs + pairs_per_block - 1) / pairs_per_block);

@@ -29,6 +29,7 @@
 #include "backend/cuda/prefill_attention.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kv_quant.cuh"
 
@@ -408,8 +409,9 @@ void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
   constexpr size_t bytes = Smem<D, Q>::kBytes;
   // Two K/V stages (or one and the raw stage) and the Q tile: about 100 KB at head_dim 128,
   // past what GPUs before Hopper (and consumer parts) give one block. Checked and granted once
-  // per kernel instance.
-  static const bool granted = [] {
+  // per kernel instance and GPU.
+  static PerDeviceOnce granted;
+  once_per_device(granted, [&] {
     int dev = 0, limit = 0;
     OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
     OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -420,9 +422,7 @@ void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
     OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, Q>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(bytes)));
-    return true;
-  }();
-  (void)granted;
+  });
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tiles));
   prefill_attention_kernel<D, Q><<<grid, kThreads, bytes, stream>>>(p);
   OPTIMATE_CUDA_CHECK_LAUNCH("prefill_attention_kernel");

@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/sampling.h"
@@ -61,13 +62,12 @@ void sample_rows_fused(const float* logits, const GpuSampleRow* rows, int32_t* t
   OPTIMATE_SHAPE_CHECK(vocab > 0 && vocab < (int64_t{1} << 30), "vocab {}", vocab);
   OPTIMATE_SHAPE_CHECK(num_rows >= 0 && num_rows < (int64_t{1} << 31), "num_rows {}", num_rows);
   if (num_rows == 0) return;
-  static const bool smem_raised = [] {
+  static PerDeviceOnce smem_raised;
+  once_per_device(smem_raised, [] {
     OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(fused_sampling_kernel,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(sizeof(SharedState))));
-    return true;
-  }();
-  (void)smem_raised;
+  });
   launch_programmatic(fused_sampling_kernel, dim3(static_cast<unsigned>(num_rows)), dim3(kThreads),
                       sizeof(SharedState), stream, "fused_sampling_kernel", logits, rows, token_ids, thresholds,
                       static_cast<int>(vocab));
