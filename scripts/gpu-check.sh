@@ -25,11 +25,16 @@
 #   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
 #   adaptive/ adaptive.log    the adaptive controller against the default configuration on
 #                             configs/workloads/phases-h200.toml (optimate bench, ~8 minutes)
+#   tp_tests.log tp_tests.json tp_bench.json tp_bench.log tp-offline-N/ tp-offline-N.log  the `tp`
+#                             stage: tensor parallelism's GPU tests (TP=2 and 3 with the ranks on
+#                             GPU 0, TP=1 through NCCL), and with more than one GPU visible the
+#                             NCCL all-reduce, decode at TP=1, 2, 4, 8 (as many as fit) and the
+#                             1000-request offline run at TP=1 and 2 (optimate bench)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap and adaptive): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive and tp): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -72,7 +77,7 @@ if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE
   fi
 fi
 note "== build"
-targets=(test_cuda cuda_decode_bench cuda_attention_bench cuda_sampling_bench)
+targets=(test_cuda cuda_decode_bench cuda_attention_bench cuda_sampling_bench cuda_tp_bench)
 [[ $full -eq 1 ]] && targets+=(test_cuda_engine optimate)
 if ! cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$out/build.log" 2>&1; then
   note "build FAILED (see build.log)"
@@ -289,5 +294,48 @@ elif want adaptive; then
   grep -E "^\|" "$out/adaptive.log" | head -5 | tee -a "$summary"
   note "adaptive exit $adaptive_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status"
-[[ $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+tp_status=0
+if want tp; then
+  note "== tensor parallelism: GPU tests (ranks sharing GPU 0, TP=1 through NCCL)"
+  "$build/tests/test_cuda" --gtest_filter='CudaTp*:Splits/CudaTp*:Communicators/CudaTp*:NcclCommunicator.*:Embedding.*' \
+    --gtest_output="json:$out/tp_tests.json" >"$out/tp_tests.log" 2>&1
+  tp_status=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^CUDA TP" "$out/tp_tests.log" | tee -a "$summary"
+  grep -E "Failure|expected|elements outside|differ" "$out/tp_tests.log" | head -40
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  if [[ $gpus -gt 1 ]]; then
+    note "== tensor parallelism on $gpus GPUs: NCCL all-reduce and decode (Llama-3-8B shape, dummy weights)"
+    "$build/cuda_tp_bench" --out "$out/tp_bench.json" >"$out/tp_bench.log" 2>&1
+    [[ $? -eq 0 ]] || tp_status=1
+    python3 - "$out/tp_bench.json" <<'PY' | tee -a "$summary" || true
+import json, sys
+j = json.load(open(sys.argv[1]))
+for a in j.get("nccl_all_reduce", []):
+    print(f"all-reduce {a['bytes']:>10} B over {j['gpus']} GPUs: {a['us']:8.1f} us, bus {a['busbw_gb_per_s']:6.1f} GB/s")
+for r in j["runs"]:
+    for d in r["decode"]:
+        print(f"TP={r['tp']} ({r['communicator']}) batch {d['batch']}: {d['ms_per_step']:.3f} ms/step, "
+              f"{d['output_tokens_per_s']:.0f} tok/s; eager {d['eager_ms_per_step']:.3f} ms of which collectives "
+              f"{d['collectives_ms_per_step']:.3f}")
+PY
+    if [[ $full -eq 1 ]]; then
+      for n in 1 2; do
+        note "== offline throughput at tensor-parallel-size $n: 1000 requests (optimate bench)"
+        (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
+           --compare h200-throughput --backend cuda --set tensor_parallel_size=$n --out "$out/tp-offline-$n" \
+           ${OPTIMATE_OFFLINE_SETS:-}) >"$out/tp-offline-$n.log" 2>&1
+        [[ $? -eq 0 ]] || tp_status=1
+        grep -E "^\|" "$out/tp-offline-$n.log" | head -8 | tee -a "$summary"
+        tail -3 "$out/tp-offline-$n.log"
+      done
+    else
+      skipped "tp offline"
+      tp_status=1
+    fi
+  else
+    note "one GPU visible: the multi-GPU decode, all-reduce and offline runs wait for a machine with two or more"
+  fi
+  note "tp exit $tp_status"
+fi
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status"
+[[ $tp_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

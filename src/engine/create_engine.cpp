@@ -17,6 +17,7 @@
 #include "optim/kv_quant_policy.h"
 #if OPTIMATE_HAVE_CUDA
 #include "backend/cuda/cuda_model_runner.h"
+#include "backend/cuda/cuda_tp_runner.h"
 #endif
 
 namespace optimate {
@@ -40,13 +41,6 @@ std::string resolve_device(const EngineArgs& args) {
     return "cuda";
   }
   return gpu_present() ? "cuda" : "cpu";
-}
-
-void refuse_multi_gpu(const EngineArgs& args, const std::string& device) {
-  if (device == "cuda" && args.tensor_parallel_size > 1)
-    fail(ErrorCode::kUnsupported,
-         "--tensor-parallel-size {}: multi-GPU tensor parallelism is not built yet (the CUDA backend runs on one "
-         "GPU); --device cpu runs the split on the CPU backend", args.tensor_parallel_size);
 }
 
 LoadFormat file_format(const std::string& name) {
@@ -146,6 +140,11 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.kv_finest_precision = kv_quant_precision(args);
   const kv::HostTierSlots host = host_tier_slots(args, model.config, cuda::CudaModelRunner::plan_layout(model.config, options), 0);
   options.num_host_slots = host.swap + host.prefix;
+  if (args.tensor_parallel_size > 1) {
+    // One GPU a rank over NCCL, each rank's memory plan on its own GPU.
+    const cuda::CudaTpOptions tp{.num_ranks = static_cast<int>(args.tensor_parallel_size)};
+    return cuda::make_cuda_tp_runner(model.config, dummy ? nullptr : &model.weights, args.seed, options, tp);
+  }
   std::unique_ptr<cuda::CudaModelRunner> runner =
       dummy ? cuda::CudaModelRunner::with_dummy_weights(model.config, args.seed, options)
             : std::make_unique<cuda::CudaModelRunner>(model, options);
@@ -162,9 +161,7 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
 EngineParts create_engine_parts(const EngineArgs& args) {
   args.validate();
   if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
-  refuse_multi_gpu(args, args.device);  // before looking for a GPU: --device cuda
   const std::string device = resolve_device(args);
-  refuse_multi_gpu(args, device);  // auto found one
   const bool dummy = args.load_format == "dummy";
   if (dummy && device != "cuda")
     fail(ErrorCode::kUnsupported, "--load-format dummy needs the CUDA backend (device is {})", device);

@@ -74,10 +74,8 @@ std::vector<uint8_t> encode_list(RankOp op, std::span<const T> items) {
   return w.take();
 }
 
-}  // namespace
-
-std::vector<uint8_t> encode_forward(const ForwardBatch& batch) {
-  Writer w(RankOp::kForward);
+std::vector<uint8_t> encode_batch(RankOp op, const ForwardBatch& batch) {
+  Writer w(op);
   w.put(static_cast<uint64_t>(batch.seqs.size()));
   for (const SeqSlice& s : batch.seqs) {
     w.put(SliceHeader{.start_pos = s.start_pos,
@@ -91,6 +89,12 @@ std::vector<uint8_t> encode_forward(const ForwardBatch& batch) {
   return w.take();
 }
 
+}  // namespace
+
+std::vector<uint8_t> encode_forward(const ForwardBatch& batch) { return encode_batch(RankOp::kForward, batch); }
+std::vector<uint8_t> encode_forward_sample(const ForwardBatch& batch) {
+  return encode_batch(RankOp::kForwardSample, batch);
+}
 std::vector<uint8_t> encode_requantize(std::span<const RequantizeOp> ops) { return encode_list(RankOp::kRequantize, ops); }
 std::vector<uint8_t> encode_copy_kv(std::span<const kv::KvCopy> copies) { return encode_list(RankOp::kCopyKv, copies); }
 std::vector<uint8_t> encode_stop() { return Writer(RankOp::kStop).take(); }
@@ -104,7 +108,8 @@ void decode_rank_command(std::span<const uint8_t> bytes, RankCommand& out) {
   out.requantize.clear();
   out.copies.clear();
   switch (out.op) {
-    case RankOp::kForward: {
+    case RankOp::kForward:
+    case RankOp::kForwardSample: {
       const auto num_seqs = r.get<uint64_t>();
       std::vector<SliceHeader> headers;
       for (uint64_t i = 0; i < num_seqs; ++i) {

@@ -6,6 +6,16 @@
 #include "parallel/rank_command.h"
 
 namespace optimate::parallel {
+namespace {
+
+// The logits rows a batch asks for (ModelRunner::forward's count).
+int64_t logits_rows(const ForwardBatch& batch) {
+  int64_t n = 0;
+  for (const SeqSlice& s : batch.seqs) n += s.all_logits ? static_cast<int64_t>(s.token_ids.size()) : s.want_logits ? 1 : 0;
+  return n;
+}
+
+}  // namespace
 
 TpRunner::TpRunner(const ModelConfig& config, std::vector<std::unique_ptr<Communicator>> comms,
                    const RankFactory& make_rank)
@@ -58,6 +68,10 @@ void TpRunner::serve(int r) {
   RankCommand command;
   std::vector<uint8_t> message;
   std::vector<float> logits;  // this rank's copy of the gathered logits, unused
+  std::vector<int32_t> token_ids;  // this rank's draws, unused
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<SampleSpec> greedy_rows;
   for (;;) {
     try {
       run_collectively(comm, [&] {
@@ -66,6 +80,10 @@ void TpRunner::serve(int r) {
         decode_rank_command(message, command);
         switch (command.op) {
           case RankOp::kForward: runner.forward(command.batch, logits); break;
+          case RankOp::kForwardSample:
+            greedy_rows.assign(static_cast<size_t>(logits_rows(command.batch)), SampleSpec{.params = &greedy});
+            runner.forward_sample(command.batch, greedy_rows, token_ids);
+            break;
           case RankOp::kRequantize: runner.requantize(command.requantize); break;
           case RankOp::kCopyKv: runner.copy_kv(command.copies); break;
           case RankOp::kStop: break;
@@ -83,6 +101,14 @@ void TpRunner::serve(int r) {
 
 void TpRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   drive(encode_forward(batch), [&] { ranks_[0]->forward(batch, logits); });
+}
+
+bool TpRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                              std::vector<int32_t>& token_ids) {
+  if (!device_sampling_) return false;
+  bool sampled = false;
+  drive(encode_forward_sample(batch), [&] { sampled = ranks_[0]->forward_sample(batch, rows, token_ids); });
+  return sampled;
 }
 
 void TpRunner::requantize(std::span<const RequantizeOp> ops) {

@@ -40,6 +40,14 @@ class TpRunner final : public ModelRunner {
   // so a slot's bytes (and the heads) are the ranks' together.
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  // Rank 0 draws the tokens on its device from the gathered logits (every rank holds the same
+  // rows, so any would draw the same); the others run the step and draw nothing that is used.
+  // False, having run nothing, unless set_device_sampling(true) and rank 0's runner samples.
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override;
+  // For rank runners that sample on the device (the CUDA backend's); off by default, so a step
+  // of runners that cannot is never broadcast twice.
+  void set_device_sampling(bool enabled) { device_sampling_ = enabled; }
   void requantize(std::span<const RequantizeOp> ops) override;
   void copy_kv(std::span<const kv::KvCopy> copies) override;
   // Every rank copies its heads' bytes at once: the slowest rank's rate times the ranks.
@@ -49,6 +57,9 @@ class TpRunner final : public ModelRunner {
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
   const ModelRunner& rank(int r) const { return *ranks_.at(r); }
+  // For settings a backend's runner offers beyond ModelRunner (benchmarks' stage timing), between
+  // calls only.
+  ModelRunner& rank(int r) { return *ranks_.at(r); }
 
  private:
   // Broadcasts `message`, runs rank 0's part, meets the others at the barrier.
@@ -61,6 +72,7 @@ class TpRunner final : public ModelRunner {
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<ModelRunner>> ranks_;
   std::vector<std::thread> threads_;  // ranks 1..N-1
+  bool device_sampling_ = false;
 };
 
 }  // namespace optimate::parallel

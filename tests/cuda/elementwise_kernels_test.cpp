@@ -129,10 +129,28 @@ TEST(Embedding, GathersRowsIntoFp32Residual) {
   auto d_table = upload(table.bits);
   auto d_ids = upload(ids);
   DeviceBuffer<float> d_out(ids.size() * hidden);
-  embedding_gather(bf16_ptr(d_table), d_ids.get(), d_out.get(), ids.size(), hidden, nullptr);
+  embedding_gather(bf16_ptr(d_table), d_ids.get(), d_out.get(), ids.size(), hidden, 0, vocab, nullptr);
   std::vector<float> ref;
   for (int32_t id : ids) ref.insert(ref.end(), table.values.begin() + id * hidden, table.values.begin() + (id + 1) * hidden);
   expect_close(download(d_out.get(), ids.size() * hidden), ref, 0.0f, 0.0f, "embedding");
+}
+
+TEST(Embedding, RankOfASplitVocabularyGivesZerosForOtherTokens) {
+  OPTIMATE_REQUIRE_GPU();
+  // The rank holding tokens [400, 700) of a 1000-token vocabulary: table rows 0..299.
+  const int64_t hidden = 64, begin = 400, rows = 300;
+  const Bf16Data table = random_bf16(rows * hidden, 8);
+  const std::vector<int32_t> ids = {0, 399, 400, 699, 700, 999, 512};
+  auto d_table = upload(table.bits);
+  auto d_ids = upload(ids);
+  DeviceBuffer<float> d_out(ids.size() * hidden);
+  embedding_gather(bf16_ptr(d_table), d_ids.get(), d_out.get(), ids.size(), hidden, begin, rows, nullptr);
+  std::vector<float> ref;
+  for (int32_t id : ids) {
+    if (id < begin || id >= begin + rows) ref.insert(ref.end(), hidden, 0.0f);
+    else ref.insert(ref.end(), table.values.begin() + (id - begin) * hidden, table.values.begin() + (id - begin + 1) * hidden);
+  }
+  expect_close(download(d_out.get(), ids.size() * hidden), ref, 0.0f, 0.0f, "embedding of a vocabulary split");
 }
 
 TEST(Argmax, PicksLowestIndexOfTheMaximumPerRow) {

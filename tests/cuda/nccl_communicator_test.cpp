@@ -19,7 +19,7 @@ int device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-std::vector<std::string> run_ranks(std::vector<std::unique_ptr<parallel::Communicator>>& comms,
+std::vector<std::string> run_ranks(std::vector<std::unique_ptr<DeviceCommunicator>>& comms,
                                    const std::function<void(parallel::Communicator&)>& body) {
   std::vector<std::string> errors(comms.size());
   std::vector<std::thread> threads;

@@ -97,14 +97,16 @@ TEST(TensorParallelEngine, SizesThatCannotWorkAreRefusedWithAReason) {
     EXPECT_NE(std::string(e.what()).find("9 attention heads"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("1, 3"), std::string::npos) << e.what();
   }
+  // The CUDA backend refuses the same split (or, on a machine without a GPU, the device).
   EngineArgs cuda = smollm2_args(2);
   cuda.device = "cuda";
   try {
     create_engine_parts(cuda);
-    FAIL() << "multi-GPU accepted";
+    FAIL() << "2 ranks accepted for 9 heads on the GPU";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-    EXPECT_NE(std::string(e.what()).find("multi-GPU"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("9 attention heads") != std::string::npos ||
+                what.find("no CUDA GPU is visible") != std::string::npos) << what;
   }
 }
 

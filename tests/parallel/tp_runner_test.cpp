@@ -19,6 +19,7 @@ struct Journal {
   std::vector<std::vector<int32_t>> tokens;  // per rank: every token it ran, in order
   std::vector<std::vector<RequantizeOp>> requantize;
   std::vector<std::vector<kv::KvCopy>> copies;
+  std::vector<std::vector<bool>> sampled_greedy;  // per rank: each forward_sample row's greedy()
 };
 
 // A rank that "computes" the sum over ranks of (rank + 1) * token for each slice's last token,
@@ -49,6 +50,19 @@ class StandInRank final : public ModelRunner {
     comm_.all_reduce_sum(values);
     logits = values;
   }
+  // Draws each row's first logit as the token (rank 0's row is every rank's after the sum).
+  bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
+                      std::vector<int32_t>& token_ids) override {
+    std::vector<float> logits;
+    forward(batch, logits);
+    token_ids.clear();
+    std::lock_guard lock(journal_.mu);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      journal_.sampled_greedy[comm_.rank()].push_back(rows[i].params->greedy());
+      token_ids.push_back(static_cast<int32_t>(logits.at(2 * i)));
+    }
+    return true;
+  }
   void requantize(std::span<const RequantizeOp> ops) override {
     std::lock_guard lock(journal_.mu);
     journal_.requantize[comm_.rank()].assign(ops.begin(), ops.end());
@@ -71,6 +85,7 @@ std::unique_ptr<TpRunner> make(int n, Journal& journal, int failing_rank = -1) {
   journal.tokens.assign(n, {});
   journal.requantize.assign(n, {});
   journal.copies.assign(n, {});
+  journal.sampled_greedy.assign(n, {});
   ModelConfig whole;
   whole.vocab_size = 2;
   return std::make_unique<TpRunner>(whole, make_in_process_communicators(n), [&, failing_rank](int, Communicator& c) {
@@ -116,6 +131,28 @@ TEST(TpRunner, AFailingRankFailsTheCallNamingItAndTheNextCallRuns) {
   }
   runner->forward({{SeqSlice{good, 0, table, true}}}, logits);
   EXPECT_EQ(logits, (std::vector<float>{40.0f, 0.0f}));
+}
+
+TEST(TpRunner, DeviceSamplingDrawsOnRankZeroWhileEveryRankRunsTheStep) {
+  Journal journal;
+  auto runner = make(3, journal);
+  const std::vector<int32_t> a = {5, 6}, b = {9}, table = {0, 1};
+  const ForwardBatch batch{{SeqSlice{a, 0, table, true}, SeqSlice{b, 4, table, true}}};
+  SamplingParams hot;
+  hot.temperature = 0.8f;
+  const std::vector<SampleSpec> rows = {{.params = &hot}, {.params = &hot}};
+  std::vector<int32_t> tokens;
+  // Off by default: nothing runs, and the engine falls back to forward.
+  EXPECT_FALSE(runner->forward_sample(batch, rows, tokens));
+  EXPECT_TRUE(journal.tokens[1].empty());
+  runner->set_device_sampling(true);
+  ASSERT_TRUE(runner->forward_sample(batch, rows, tokens));
+  EXPECT_EQ(tokens, (std::vector<int32_t>{6 * 6, 9 * 6}));  // ranks' (r + 1) summed: 6
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(journal.tokens[r], (std::vector<int32_t>{5, 6, 9})) << "rank " << r;
+  // Rank 0 draws with the caller's parameters; the others' draws go unused, so they draw greedily.
+  EXPECT_EQ(journal.sampled_greedy[0], (std::vector<bool>{false, false}));
+  EXPECT_EQ(journal.sampled_greedy[1], (std::vector<bool>{true, true}));
+  EXPECT_EQ(journal.sampled_greedy[2], (std::vector<bool>{true, true}));
 }
 
 TEST(RankCommand, AStepSurvivesTheTripThroughBytes) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_communicator.h"
 #include "core/error.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_requantize.h"
@@ -41,6 +42,8 @@ void check_supported(const ModelConfig& c) {
 
 }  // namespace
 
+void bind_device(const CudaModelRunner::State& st) { OPTIMATE_CUDA_CHECK(cudaSetDevice(st.options.device)); }
+
 kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o) {
   if (o.kv_cache_dtype == kv::KvPrecision::kF32)
     fail(ErrorCode::kUnsupported, "the CUDA runner keeps KV in bf16, fp8, int8 or int4; kv-cache-dtype f32 "
@@ -56,7 +59,7 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
 }
 
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
-                                int64_t max_model_len) {
+                                int64_t max_model_len, const parallel::TpPartition* tp) {
   const int64_t T = o.max_num_batched_tokens, S = o.max_num_seqs;
   const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
   int64_t b = 0;
@@ -74,6 +77,8 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   if (o.kv_finest_precision)                        // requantize scratch
     b += kv_requantize_scratch_bytes({nullptr, 0, 0, c.num_layers, c.num_kv_heads, o.block_size, c.head_dim},
                                      kRequantizeBatchOps);
+  if (tp)                                           // partial sums, logits slice and gather
+    b += T * c.hidden_size * 4 + (1 + tp->num_ranks) * S * tp->vocab_per_rank * 4;
   b += int64_t{32} << 20;                           // cuBLASLt workspace
   b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
   return b;
@@ -84,7 +89,7 @@ namespace {
 // Splits the card's memory for config under options: weights (already allocated when
 // `weights_resident`, so counted among the used bytes), activations, then the KV pool.
 MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
-                    bool weights_resident, int num_sms) {
+                    bool weights_resident, int num_sms, const parallel::TpPartition* tp = nullptr) {
   check_supported(c);
   if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
     fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
@@ -101,7 +106,7 @@ MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int6
   in.weights_resident = weights_resident;
   in.gpu_memory_utilization = options.gpu_memory_utilization;
   in.weight_bytes = weight_bytes;
-  in.activation_bytes = runner_activation_bytes(c, options, num_sms, len);
+  in.activation_bytes = runner_activation_bytes(c, options, num_sms, len, tp);
   in.kv_slot_bytes = c.num_layers * 2 * layout.slot_bytes;
   in.kv_page_slots = layout.page_slots;
   in.min_kv_slots = seq_blocks * layout.slots_for(layout.base);
@@ -146,15 +151,33 @@ int cuda_device_count() {
 }
 
 CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options)
+    : CudaModelRunner(std::move(weights), options, CudaTpRank{}) {
+  capture_decode_graphs();
+}
+
+CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options, const CudaTpRank& tp)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
   st.num_sms = device_sms(options.device);
   st.options = options;
   st.config = weights.config;
+  st.vocab_rows = weights.config.vocab_size;
+  st.tp = tp;
+  if (tp.comm) {
+    const parallel::TpPartition& p = tp.partition;
+    const int rank = tp.comm->rank();
+    if (p.num_ranks != tp.comm->size() || p.heads_per_rank != st.config.num_heads ||
+        p.kv_heads_per_rank != st.config.num_kv_heads || p.intermediate_per_rank != st.config.intermediate_size ||
+        p.vocab_end(rank) - p.vocab_begin(rank) != st.vocab_rows)
+      fail(ErrorCode::kInternal, "CUDA rank {}: the partition does not match the rank's weights", rank);
+    st.vocab_begin = p.vocab_begin(rank);
+    st.config.vocab_size = p.vocab_size;  // logits rows and token ids stay whole
+  }
   st.weights = std::move(weights);
   const ModelConfig& c = st.config;
   const int64_t len = resolve_max_model_len(c, options);
-  st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms);
+  st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms,
+                     tp.comm ? &tp.partition : nullptr);
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
   const kv::KvLayout layout = runner_kv_layout(c, options);
@@ -217,11 +240,18 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.sample_rows.resize(S);
   OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.sample_staging, S * sizeof(GpuSampleRow)));
 
+  if (tp.comm) {
+    const int64_t stride = tp.partition.vocab_per_rank;
+    st.partial.resize(T * c.hidden_size);
+    st.rank_logits.resize(S * stride);
+    st.gathered_logits.resize(tp.partition.num_ranks * S * stride);
+    st.comm_generation = tp.comm->generation();
+  }
+
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
   st.kv_shape.num_host_slots = options.num_host_slots;
   init_host_tier(st);
-  capture_decode_graphs();
 }
 
 kv::KvLayout CudaModelRunner::plan_layout(const ModelConfig& config, const CudaRunnerOptions& options) {
@@ -230,6 +260,7 @@ kv::KvLayout CudaModelRunner::plan_layout(const ModelConfig& config, const CudaR
 
 CudaModelRunner::~CudaModelRunner() {
   if (!state_) return;
+  cudaSetDevice(state_->options.device);  // a rank may be destroyed from another GPU's thread
   free_host_tier(*state_);
   for (auto& [bucket, exec] : state_->graphs) cudaGraphExecDestroy(exec);
   if (state_->stream) cudaStreamDestroy(state_->stream);
@@ -303,8 +334,16 @@ void copy_step_inputs(CudaModelRunner::State& st, const StepInputs& in) {
 // Runs one step on the GPU; leaves the logits and greedy ids of its rows in the state's buffers
 // and returns the number of logits rows that belong to real slices.
 int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
+  bind_device(st);
+  if (st.tp.comm && st.tp.comm->generation() != st.comm_generation) {
+    // The group was created anew after a failure: graphs hold the old one's collectives.
+    OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+    for (auto& [bucket, exec] : st.graphs) cudaGraphExecDestroy(exec);
+    st.graphs.clear();
+    st.comm_generation = st.tp.comm->generation();
+  }
   const int64_t bucket = graph_bucket(static_cast<int64_t>(batch.seqs.size()));
-  const bool graph = st.options.cuda_graphs && !st.timer.enabled() && is_uniform_decode(batch) &&
+  const bool graph = st.graphs_allowed() && !st.timer.enabled() && is_uniform_decode(batch) &&
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
@@ -323,7 +362,8 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
 
 void CudaModelRunner::capture_decode_graphs() {
   State& st = *state_;
-  if (!st.options.cuda_graphs) return;
+  if (!st.graphs_allowed()) return;
+  bind_device(st);
   const int64_t most = std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   // Slot 0 at the cache's base precision: the capture writes and reads nothing there.
   const std::vector<int32_t> token = {0},

@@ -13,6 +13,7 @@
 #include "backend/cuda/memory_plan.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
+#include "parallel/tp_partition.h"
 
 namespace optimate::cuda {
 
@@ -52,12 +53,28 @@ struct CudaRunnerOptions {
   int64_t fused_decode_max_rows = 2;
 };
 
+class DeviceCommunicator;
+
+// One rank of a model split by tensor parallelism (parallel/tp_partition.h; cuda_tp_runner.h
+// builds them): the runner is built from the rank's weights (its heads, MLP features and
+// vocabulary rows) and meets the other ranks through `comm` after the embedding, after the o and
+// down projections of every layer, and for the logits, which every rank then holds whole.
+struct CudaTpRank {
+  DeviceCommunicator* comm = nullptr;  // null: the whole model on one GPU
+  parallel::TpPartition partition;
+};
+
 class CudaModelRunner final : public ModelRunner {
  public:
   // Uploads host weights (any dtype; quantized ones are dequantized to bf16).
   CudaModelRunner(const LoadedModel& model, const CudaRunnerOptions& options);
   // Takes weights already on the GPU (make_dummy_weights).
   CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options);
+  // Rank tp.comm->rank() of a split model on options.device: weights.config is
+  // rank_model_config's with vocab_size the rank's vocabulary rows; config() reports the whole
+  // vocabulary (logits rows stay whole). Decode graphs are not captured here: the ranks capture
+  // together (capture_decode_graphs), since the warm-up steps meet in collectives.
+  CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options, const CudaTpRank& tp);
   ~CudaModelRunner() override;
   // Seeded random weights of config's shape (make_dummy_weights), after checking that the
   // weights, activations and one full-length sequence's KV fit the memory plan.
@@ -103,13 +120,15 @@ class CudaModelRunner final : public ModelRunner {
   StepCapacity capacity() const override;
   int64_t weight_bytes() const override;
 
+  // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor of a
+  // whole-model runner does, when graphs are on), so no step of a run pays for a capture: tens
+  // of milliseconds each on the Llama-3-8B shape, a dozen buckets. A rank whose communicator
+  // cannot be captured runs eagerly and captures nothing.
+  void capture_decode_graphs();
+
   struct State;  // device buffers and plans; defined in runner_state.h
 
  private:
-  // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor
-  // does, when graphs are on), so no step of a run pays for a capture: tens of milliseconds
-  // each on the Llama-3-8B shape, a dozen buckets.
-  void capture_decode_graphs();
 
   std::unique_ptr<State> state_;
 };

@@ -6,11 +6,20 @@
 // normalises the residual stream itself and rotates q/k and writes the KV cache in its
 // epilogue, the o and down GEMVs add into the residual stream, and the gate/up GEMV applies
 // SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
+//
+// A tensor-parallel rank (State::tp) runs the same sequence over its heads and MLP features, and
+// meets the other ranks at four places, each a collective enqueued on the stream (so a graph
+// captures it where the communicator allows): the embedding (each token's row from the rank
+// holding it, zeros elsewhere, all-reduced), the o and down projections (each rank's fp32 part,
+// all-reduced, then rounded into the residual stream as one GPU's projection output is), and the
+// LM head (each rank's vocabulary slice, all-gathered, so every rank holds the whole rows).
 #include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/activation.h"
 #include "backend/cuda/argmax.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_communicator.h"
 #include "backend/cuda/embedding.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_cache_write.h"
@@ -19,6 +28,7 @@
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/runner_state.h"
+#include "backend/cuda/tp_residual.h"
 
 namespace optimate::cuda {
 
@@ -117,9 +127,30 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   down_p.n = H;
   down_p.k = inter;
 
+  // The o and down projections are row-parallel: one GPU adds the output to the residual stream
+  // (in the GEMV's epilogue, or through `branch` into the next norm); a rank sums its fp32 part
+  // with the others' first.
+  auto row_parallel_gemv = [&](const GemvParams& p) {
+    if (!tp.comm) return gemv(p, s);
+    GemvParams part = p;
+    part.epilogue = GemvEpilogue::kStoreF32;
+    part.y = partial.get();
+    part.residual_out = nullptr;
+    gemv(part, s);
+    all_reduce(partial.get(), T * H);
+    add_rounded_to_residual(partial.get(), residual.get(), T * H, s);
+  };
+  auto row_parallel_linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w, int64_t k) {
+    if (!tp.comm) return gemm->linear(x, w, nullptr, branch.get(), GemmOutput::kBf16, T, H, k, s);
+    gemm->linear(x, w, nullptr, partial.get(), GemmOutput::kF32, T, H, k, s);
+    all_reduce(partial.get(), T * H);
+    round_to_bf16(partial.get(), branch.get(), T * H, s);
+  };
+
   auto mark = [&](Stage stage) { timer.mark(stage, s); };
   mark(Stage::kEmbedding);
-  embedding_gather(weights.tok_embeddings, token_ids, residual.get(), T, H, s);
+  embedding_gather(weights.tok_embeddings, token_ids, residual.get(), T, H, vocab_begin, vocab_rows, s);
+  all_reduce(residual.get(), T * H);
   for (int64_t l = 0; l < c.num_layers && fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
     qkv_p.norm_weight = w.attn_norm;
@@ -133,14 +164,14 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_tiles > 0) prefill_attention(pre, s);
     o_p.w = w.wo;
     mark(Stage::kOProj);
-    gemv(o_p, s);
+    row_parallel_gemv(o_p);
     gate_up_p.norm_weight = w.ffn_norm;
     gate_up_p.w = w.w_gate_up;
     mark(Stage::kGateUp);
     gemv(gate_up_p, s);
     down_p.w = w.w_down;
     mark(Stage::kDown);
-    gemv(down_p, s);
+    row_parallel_gemv(down_p);
   }
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
@@ -159,7 +190,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     mark(Stage::kOProj);
-    gemm->linear(attn.get(), w.wo, nullptr, branch.get(), GemmOutput::kBf16, T, H, q_dim, s);
+    row_parallel_linear(attn.get(), w.wo, q_dim);
     mark(Stage::kElementwise);
     rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
                      c.rms_norm_eps, s);
@@ -169,7 +200,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     mark(Stage::kElementwise);
     silu_mul(gate_up.get(), act.get(), T, inter, s);
     mark(Stage::kDown);
-    gemm->linear(act.get(), w.w_down, nullptr, branch.get(), GemmOutput::kBf16, T, H, inter, s);
+    row_parallel_linear(act.get(), w.w_down, inter);
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
   // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).
@@ -184,9 +215,43 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
 }
 
 void CudaModelRunner::State::enqueue_lm_head(int64_t first, int64_t count) {
-  const int64_t H = config.hidden_size;
-  gemm->linear(normed.get() + first * H, weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, count,
-               config.vocab_size, H, stream);
+  const int64_t H = config.hidden_size, V = config.vocab_size;
+  const __nv_bfloat16* x = normed.get() + first * H;
+  if (!tp.comm) {
+    gemm->linear(x, weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, count, V, H, stream);
+    return;
+  }
+  // Every rank's slice padded to one stride (the last rank's is shorter), gathered in rank order
+  // as [ranks, count, stride], then spread into the rows' columns. Every rank has the same count.
+  if (count == 0) return;
+  const parallel::TpPartition& p = tp.partition;
+  const int64_t stride = p.vocab_per_rank;
+  const size_t f = sizeof(float);
+  if (vocab_rows == stride) {
+    gemm->linear(x, weights.lm_head, nullptr, rank_logits.get(), GemmOutput::kF32, count, stride, H, stream);
+  } else {
+    // `logits` is free until the gather fills it: the shorter slice goes there first.
+    gemm->linear(x, weights.lm_head, nullptr, logits.get(), GemmOutput::kF32, count, vocab_rows, H, stream);
+    OPTIMATE_CUDA_CHECK(cudaMemcpy2DAsync(rank_logits.get(), stride * f, logits.get(), vocab_rows * f, vocab_rows * f,
+                                          count, cudaMemcpyDeviceToDevice, stream));
+  }
+  timer.mark(Stage::kCollective, stream);
+  tp.comm->all_gather_async(rank_logits.get(), gathered_logits.get(), static_cast<size_t>(count * stride), stream);
+  for (int r = 0; r < p.num_ranks; ++r) {
+    const int64_t v0 = p.vocab_begin(r), n = p.vocab_end(r) - v0;
+    OPTIMATE_CUDA_CHECK(cudaMemcpy2DAsync(logits.get() + v0, V * f, gathered_logits.get() + r * count * stride,
+                                          stride * f, n * f, count, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+void CudaModelRunner::State::all_reduce(float* data, int64_t count) {
+  if (!tp.comm) return;
+  timer.mark(Stage::kCollective, stream);
+  tp.comm->all_reduce_sum_async(data, static_cast<size_t>(count), stream);
+}
+
+bool CudaModelRunner::State::graphs_allowed() const {
+  return options.cuda_graphs && (!tp.comm || tp.comm->graph_capturable());
 }
 
 }  // namespace optimate::cuda

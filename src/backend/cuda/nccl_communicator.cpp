@@ -1,5 +1,6 @@
 #include "backend/cuda/nccl_communicator.h"
 
+#include <atomic>
 #include <cstdlib>
 
 #include <cuda_runtime.h>
@@ -33,14 +34,16 @@ struct NcclGroup {
     const ncclResult_t status = ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data());
     if (status != ncclSuccess)
       fail(ErrorCode::kNotFound, "NCCL could not create a group of {} GPUs: {}", devices.size(), ncclGetErrorString(status));
+    ++generation;
   }
 
   std::vector<int> devices;
   std::vector<ncclComm_t> comms;
   parallel::GroupFailure failure;
+  std::atomic<uint64_t> generation = 0;  // groups created so far
 };
 
-class NcclCommunicator final : public parallel::Communicator {
+class NcclCommunicator final : public DeviceCommunicator {
  public:
   NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank) : g_(std::move(group)), rank_(rank) {
     OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
@@ -95,6 +98,17 @@ class NcclCommunicator final : public parallel::Communicator {
     OPTIMATE_CUDA_CHECK(cudaMemcpy(bytes.data(), bytes_, n, cudaMemcpyDeviceToHost));
   }
 
+  void all_reduce_sum_async(float* data, size_t count, cudaStream_t stream) override {
+    check_nccl(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live_comm(), stream), "ncclAllReduce");
+  }
+
+  void all_gather_async(const float* send, float* recv, size_t count, cudaStream_t stream) override {
+    check_nccl(ncclAllGather(send, recv, count, ncclFloat, live_comm(), stream), "ncclAllGather");
+  }
+
+  bool graph_capturable() const override { return true; }
+  uint64_t generation() const override { return g_->generation.load(); }
+
   void barrier() override {
     run("ncclAllReduce (barrier)", [&](ncclComm_t c) {
       return ncclAllReduce(scratch_, scratch_, 1, ncclInt64, ncclSum, c, stream_);
@@ -120,15 +134,17 @@ class NcclCommunicator final : public parallel::Communicator {
   }
 
  private:
+  // This rank's communicator; an aborted group throws.
+  ncclComm_t live_comm() {
+    std::lock_guard lock(g_->failure.mu);
+    if (g_->failure.aborted()) g_->failure.throw_aborted();
+    return g_->comms[rank_];
+  }
+
   // Enqueues one collective on this rank's stream and waits for it; an aborted group throws.
   template <typename Enqueue>
   void run(const char* what, const Enqueue& enqueue) {
-    ncclComm_t comm;
-    {
-      std::lock_guard lock(g_->failure.mu);
-      if (g_->failure.aborted()) g_->failure.throw_aborted();
-      comm = g_->comms[rank_];
-    }
+    const ncclComm_t comm = live_comm();
     OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
     const ncclResult_t status = enqueue(comm);
     const cudaError_t synced = cudaStreamSynchronize(stream_);
@@ -150,10 +166,10 @@ class NcclCommunicator final : public parallel::Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<parallel::Communicator>> make_nccl_communicators(std::span<const int> devices) {
+std::vector<std::unique_ptr<DeviceCommunicator>> make_nccl_communicators(std::span<const int> devices) {
   if (devices.empty()) fail(ErrorCode::kInvalidArgument, "a NCCL group needs at least one GPU");
   auto group = std::make_shared<NcclGroup>(std::vector<int>(devices.begin(), devices.end()));
-  std::vector<std::unique_ptr<parallel::Communicator>> out;
+  std::vector<std::unique_ptr<DeviceCommunicator>> out;
   for (int r = 0; r < static_cast<int>(devices.size()); ++r) out.push_back(std::make_unique<NcclCommunicator>(group, r));
   return out;
 }

@@ -4,22 +4,23 @@
 // multicast off (NCCL_NVLS_ENABLE=0 is set before it; nothing here creates multicast memory).
 //
 // Buffers: all_reduce_sum and all_gather take device memory on the rank's GPU and run on the
-// rank's stream, returning once the collective is done; broadcast's bytes are host memory,
-// staged through the device. abort() aborts every communicator of the group (ncclCommAbort), so
+// communicator's own stream, returning once the collective is done; their _async forms
+// (device_communicator.h) are enqueued on the caller's stream and return at once, so a CUDA
+// graph captures them; broadcast's bytes are host memory, staged through the device. abort() aborts every communicator of the group (ncclCommAbort), so
 // a rank blocked in a collective returns and throws; recover() waits for every rank and then
-// creates the group anew.
+// creates the group anew (a new generation()).
 #pragma once
 
 #include <memory>
 #include <span>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "backend/cuda/device_communicator.h"
 
 namespace optimate::cuda {
 
 // One communicator per device, rank i on devices[i]. Error(kNotFound) naming the devices when
 // NCCL cannot create the group.
-std::vector<std::unique_ptr<parallel::Communicator>> make_nccl_communicators(std::span<const int> devices);
+std::vector<std::unique_ptr<DeviceCommunicator>> make_nccl_communicators(std::span<const int> devices);
 
 }  // namespace optimate::cuda

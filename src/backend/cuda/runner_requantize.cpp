@@ -13,6 +13,7 @@ namespace optimate::cuda {
 void CudaModelRunner::requantize(std::span<const RequantizeOp> ops) {
   if (ops.empty()) return;
   State& st = *state_;
+  bind_device(st);
   const kv::KvLayout& layout = st.kv_shape.layout;
   if (!layout.dynamic())
     fail(ErrorCode::kInvalidArgument, "requantize: this KV cache holds {} blocks only (no kv_quant precision)",

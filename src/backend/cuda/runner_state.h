@@ -81,6 +81,15 @@ struct CudaModelRunner::State {
   // Decode graphs by padded batch size.
   std::map<int64_t, cudaGraphExec_t> graphs;
 
+  // Tensor parallelism (tp.comm null: the whole model). The embedding and LM head hold the
+  // vocabulary rows [vocab_begin, vocab_begin + vocab_rows).
+  CudaTpRank tp;
+  int64_t vocab_begin = 0, vocab_rows = 0;
+  DeviceBuffer<float> partial;          // [T, hidden]: a row-parallel projection's part, then the sum
+  DeviceBuffer<float> rank_logits;      // [max_num_seqs, vocab_per_rank]: this rank's LM-head slice
+  DeviceBuffer<float> gathered_logits;  // [ranks, max_num_seqs, vocab_per_rank]
+  uint64_t comm_generation = 0;         // the communicator group the graphs were captured with
+
   KvArena kv_arena(int64_t layer) const;
   int decode_splits(int64_t num_rows, int64_t max_ctx) const;
 
@@ -88,11 +97,19 @@ struct CudaModelRunner::State {
   // the LM head and argmax over the first min(logits rows, max_num_seqs) rows.
   void enqueue_forward(const StepInputs& in, int num_splits);
   // The LM head over logits rows [first, first + count) of the step just enqueued (count at
-  // most max_num_seqs), into `logits`.
+  // most max_num_seqs), into `logits` (on a rank: its slice, gathered from every rank).
   void enqueue_lm_head(int64_t first, int64_t count);
+  // On a rank, data [count] becomes the sum over the ranks (stream order); nothing otherwise.
+  void all_reduce(float* data, int64_t count);
+  // Whether uniform decode steps may replay graphs (a rank's collectives must be capturable).
+  bool graphs_allowed() const;
 };
 
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o);
+
+// Makes the runner's GPU current on the calling thread: a rank runner is called from the thread
+// of whichever rank drives it, and every runner from whatever thread the engine runs on.
+void bind_device(const CudaModelRunner::State& st);
 
 // The host tier (runner_swap.cpp): allocates the pinned arenas and the copy stream and measures
 // the host link; makes `stream` wait for the copies `batch` needs; frees it all.
@@ -100,9 +117,10 @@ void init_host_tier(CudaModelRunner::State& st);
 void wait_for_copies(CudaModelRunner::State& st, const ForwardBatch& batch);
 void free_host_tier(CudaModelRunner::State& st);
 
-// Activation bytes for a configuration (the memory plan reserves them before the KV pool).
+// Activation bytes for a configuration (the memory plan reserves them before the KV pool);
+// `tp`: a rank's split (its all-reduce and logits buffers), or null.
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
-                                int64_t max_model_len);
+                                int64_t max_model_len, const parallel::TpPartition* tp = nullptr);
 
 // The KV layout options ask for (kv::plan_kv_layout with the runner's bf16); Error for a
 // precision the runner cannot hold.

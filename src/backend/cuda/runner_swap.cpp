@@ -128,6 +128,7 @@ void wait_for_copies(CudaModelRunner::State& st, const ForwardBatch& batch) {
 
 void CudaModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
   State& st = *state_;
+  bind_device(st);
   kv::check_copies(copies, st.kv_shape.num_blocks, st.kv_shape.num_host_slots);
   if (copies.empty()) return;
   retire_copies(st);

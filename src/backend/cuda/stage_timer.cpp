@@ -19,6 +19,7 @@ const char* stage_name(Stage stage) {
     case Stage::kArgmax: return "argmax";
     case Stage::kSampling: return "sampling";
     case Stage::kCopyOut: return "copy_out";
+    case Stage::kCollective: return "collectives";
     case Stage::kCount: break;
   }
   return "?";

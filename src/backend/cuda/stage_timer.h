@@ -1,5 +1,6 @@
 // Where a step's GPU time goes: with timing on, an event is recorded before each stage of the
-// launch sequence (embedding, norms, each projection, attention, lm_head, sampling), and after
+// launch sequence (embedding, norms, each projection, attention, lm_head, sampling, a tensor-
+// parallel rank's all-reduces and logits gather), and after
 // the step the intervals are added up per stage. Eager steps only (a graph replay is one
 // launch); the events cost a few microseconds each, so timed steps are not the fastest ones.
 #pragma once
@@ -14,7 +15,7 @@ namespace optimate::cuda {
 
 enum class Stage : int {
   kCopyIn, kEmbedding, kElementwise, kQkv, kAttention, kOProj, kGateUp, kDown, kFinalNorm, kLmHead,
-  kArgmax, kSampling, kCopyOut, kCount
+  kArgmax, kSampling, kCopyOut, kCollective, kCount
 };
 
 const char* stage_name(Stage stage);

@@ -1,0 +1,195 @@
+// Tensor parallelism on the CUDA backend, Llama-3-8B-shaped dummy weights (bf16), printed as
+// JSON: the NCCL all-reduce over every visible GPU (time and bus bandwidth per size, decode's
+// sizes among them), then for each tensor-parallel size that the GPUs allow (1 through NCCL as
+// well as the one-GPU runner) the decode step time at each batch with graphs, and one eager
+// step's time in the collectives (rank 0's stage timer).
+//
+//   cuda_tp_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 1,64]
+//                 [--prompt-len N] [--max-ranks N]
+//
+// Decode timings use the host clock around synchronous steps (forward_sample, greedy), as the
+// engine runs them, so they include each step's broadcast of the step plan to the ranks.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_model_runner.h"
+#include "backend/cuda/cuda_tp_runner.h"
+#include "backend/cuda/device_buffer.h"
+#include "cuda_bench_util.h"
+#include "cuda_decode_workload.h"
+#if OPTIMATE_HAVE_NCCL
+#include "backend/cuda/nccl_communicator.h"
+#endif
+
+using namespace optimate;
+using namespace optimate::cuda;
+using bench::llama3_8b;
+using bench::make_seqs;
+using bench::prefill_all;
+using bench::Seqs;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+#if OPTIMATE_HAVE_NCCL
+// ncclAllReduce of fp32 over `n` GPUs, one thread a rank: microseconds per call (the slowest
+// rank's mean over `iters` back-to-back calls) and NCCL's bus bandwidth, 2 (n-1)/n bytes / time.
+nlohmann::json nccl_all_reduce(int n) {
+  std::vector<int> devices(n);
+  for (int i = 0; i < n; ++i) devices[i] = i;
+  auto comms = make_nccl_communicators(devices);
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t bytes : {int64_t{16} << 10, int64_t{512} << 10, int64_t{4} << 20, int64_t{64} << 20, int64_t{256} << 20}) {
+    const size_t count = static_cast<size_t>(bytes / 4);
+    const int iters = bytes >= (int64_t{64} << 20) ? 20 : 200;
+    std::vector<double> seconds(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        OPTIMATE_CUDA_CHECK(cudaSetDevice(r));
+        DeviceBuffer<float> data(count);
+        OPTIMATE_CUDA_CHECK(cudaMemset(data.get(), 0, data.bytes()));
+        cudaStream_t s = nullptr;
+        OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        for (int i = 0; i < 5; ++i) comms[r]->all_reduce_sum_async(data.get(), count, s);
+        OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(s));
+        comms[r]->barrier();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < iters; ++i) comms[r]->all_reduce_sum_async(data.get(), count, s);
+        OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(s));
+        seconds[r] = seconds_since(t0) / iters;
+        OPTIMATE_CUDA_CHECK(cudaStreamDestroy(s));
+      });
+    for (auto& t : threads) t.join();
+    const double t = *std::max_element(seconds.begin(), seconds.end());
+    out.push_back({{"bytes", bytes}, {"us", t * 1e6}, {"algbw_gb_per_s", bytes / t / 1e9},
+                   {"busbw_gb_per_s", bytes * 2.0 * (n - 1) / n / t / 1e9}});
+    std::fprintf(stderr, "all-reduce %lld bytes over %d GPUs: %.1f us\n", static_cast<long long>(bytes), n, t * 1e6);
+  }
+  return out;
+}
+#endif
+
+// `n` greedy decode steps of the whole batch through forward_sample, each token fed back.
+void decode_steps(ModelRunner& runner, Seqs& s, int64_t n) {
+  const int64_t batch = s.tokens.size();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  const std::vector<SampleSpec> rows(static_cast<size_t>(batch), SampleSpec{.params = &greedy});
+  std::vector<int32_t> out;
+  std::vector<std::vector<int32_t>> one(batch);
+  for (int64_t k = 0; k < n; ++k) {
+    ForwardBatch d;
+    for (int64_t i = 0; i < batch; ++i) {
+      one[i] = {s.tokens[i].back()};
+      d.seqs.push_back({one[i], int64_t(s.tokens[i].size()) - 1, s.tables[i], true});
+    }
+    if (!runner.forward_sample(d, rows, out)) throw std::runtime_error("the runner does not sample on the GPU");
+    for (int64_t i = 0; i < batch; ++i) s.tokens[i].push_back(out[i]);
+  }
+}
+
+// Decode at each batch: graph steps timed by the host clock, then a few eager steps with rank
+// 0's stage timer for the time in collectives.
+nlohmann::json measure_decode(ModelRunner& runner, CudaModelRunner& rank0, const ModelConfig& c,
+                              const std::vector<int64_t>& batches, int64_t prompt_len, int64_t steps,
+                              int64_t max_tokens) {
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t b : batches) {
+    Seqs s = make_seqs(b, prompt_len, prompt_len + steps + 32, runner.kv_shape().block_size, c.vocab_size);
+    prefill_all(runner, s, max_tokens);
+    decode_steps(runner, s, 3);
+    const auto t0 = Clock::now();
+    decode_steps(runner, s, steps);
+    const double step_s = seconds_since(t0) / steps;
+    rank0.set_stage_timing(true);
+    decode_steps(runner, s, 8);
+    rank0.set_stage_timing(false);
+    int64_t timed = 0;
+    double eager_ms = 0.0, collective_ms = 0.0;
+    for (const auto& [stage, ms] : rank0.take_stage_times(&timed)) {
+      eager_ms += ms;
+      if (stage == "collectives") collective_ms = ms;
+    }
+    timed = std::max<int64_t>(timed, 1);
+    out.push_back({{"batch", b}, {"ms_per_step", step_s * 1e3}, {"output_tokens_per_s", b / step_s},
+                   {"eager_ms_per_step", eager_ms / timed}, {"collectives_ms_per_step", collective_ms / timed}});
+    std::fprintf(stderr, "  batch %lld: %.3f ms/step (eager %.3f, collectives %.3f)\n", static_cast<long long>(b),
+                 step_s * 1e3, eager_ms / timed, collective_ms / timed);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t layers = 32, steps = 64, prompt_len = 128, max_ranks = 0;
+  std::vector<int64_t> batches = {1, 64};
+  std::string out_path;
+  const bool flags_ok = bench::parse_flags(
+      argc, argv,
+      {{"--out", [&](const std::string& v) { out_path = v; }},
+       {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
+       {"--decode-steps", [&](const std::string& v) { steps = std::stoll(v); }},
+       {"--prompt-len", [&](const std::string& v) { prompt_len = std::stoll(v); }},
+       {"--max-ranks", [&](const std::string& v) { max_ranks = std::stoll(v); }},
+       {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
+  if (!flags_ok) return 2;
+  try {
+    nlohmann::json j;
+    const int gpus = cuda_device_count();
+    if (gpus == 0) throw std::runtime_error("no GPU visible");
+    const int most = static_cast<int>(max_ranks > 0 ? std::min<int64_t>(max_ranks, gpus) : gpus);
+    cudaDeviceProp prop{};
+    OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    j["device"] = prop.name;
+    j["gpus"] = gpus;
+    const ModelConfig c = llama3_8b(layers);
+    j["layers"] = layers;
+#if OPTIMATE_HAVE_NCCL
+    if (most >= 2) j["nccl_all_reduce"] = nccl_all_reduce(most);
+#endif
+    CudaRunnerOptions o;
+    o.max_num_seqs = *std::max_element(batches.begin(), batches.end());
+    o.max_num_batched_tokens = 8192;
+    o.max_model_len = 2048;
+    nlohmann::json runs = nlohmann::json::array();
+    {
+      std::fprintf(stderr, "one GPU (no split)\n");
+      auto one = CudaModelRunner::with_dummy_weights(c, 0, o);
+      runs.push_back({{"tp", 1}, {"communicator", "none"},
+                      {"decode", measure_decode(*one, *one, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
+    }
+#if OPTIMATE_HAVE_NCCL
+    for (int tp = 1; tp <= most; tp *= 2) {
+      std::fprintf(stderr, "TP=%d over NCCL\n", tp);
+      auto runner = make_cuda_tp_runner(c, nullptr, 0, o, {.num_ranks = tp});
+      auto& rank0 = dynamic_cast<CudaModelRunner&>(runner->rank(0));
+      runs.push_back({{"tp", tp}, {"communicator", "nccl"}, {"memory_plan_rank0", rank0.memory_plan().describe()},
+                      {"decode", measure_decode(*runner, rank0, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
+    }
+#endif
+    j["runs"] = runs;
+    const std::string text = j.dump(2);
+    std::printf("%s\n", text.c_str());
+    if (!out_path.empty()) {
+      FILE* f = std::fopen(out_path.c_str(), "w");
+      if (!f) throw std::runtime_error("cannot write " + out_path);
+      std::fputs(text.c_str(), f);
+      std::fclose(f);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_tp_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
