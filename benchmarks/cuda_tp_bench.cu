@@ -98,11 +98,13 @@ void decode_steps(ModelRunner& runner, Seqs& s, int64_t n) {
   }
 }
 
-// Decode at each batch: graph steps timed by the host clock, then a few eager steps with rank
-// 0's stage timer for the time in collectives.
-nlohmann::json measure_decode(ModelRunner& runner, CudaModelRunner& rank0, const ModelConfig& c,
+// Decode at each batch: graph steps timed by the host clock, then a few eager steps with the
+// stage timers on for rank 0's time in collectives. Every rank times (so every rank runs eagerly:
+// a graph step pads the batch, and ranks must all-reduce the same rows).
+nlohmann::json measure_decode(ModelRunner& runner, const std::vector<CudaModelRunner*>& ranks, const ModelConfig& c,
                               const std::vector<int64_t>& batches, int64_t prompt_len, int64_t steps,
                               int64_t max_tokens) {
+  CudaModelRunner& rank0 = *ranks[0];
   nlohmann::json out = nlohmann::json::array();
   for (int64_t b : batches) {
     Seqs s = make_seqs(b, prompt_len, prompt_len + steps + 32, runner.kv_shape().block_size, c.vocab_size);
@@ -111,9 +113,10 @@ nlohmann::json measure_decode(ModelRunner& runner, CudaModelRunner& rank0, const
     const auto t0 = Clock::now();
     decode_steps(runner, s, steps);
     const double step_s = seconds_since(t0) / steps;
-    rank0.set_stage_timing(true);
+    for (CudaModelRunner* r : ranks) r->set_stage_timing(true);
     decode_steps(runner, s, 8);
-    rank0.set_stage_timing(false);
+    for (CudaModelRunner* r : ranks) r->set_stage_timing(false);
+    for (size_t r = 1; r < ranks.size(); ++r) ranks[r]->take_stage_times();
     int64_t timed = 0;
     double eager_ms = 0.0, collective_ms = 0.0;
     for (const auto& [stage, ms] : rank0.take_stage_times(&timed)) {
@@ -167,15 +170,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "one GPU (no split)\n");
       auto one = CudaModelRunner::with_dummy_weights(c, 0, o);
       runs.push_back({{"tp", 1}, {"communicator", "none"},
-                      {"decode", measure_decode(*one, *one, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
+                      {"decode", measure_decode(*one, {one.get()}, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
     }
 #if OPTIMATE_HAVE_NCCL
     for (int tp = 1; tp <= most; tp *= 2) {
       std::fprintf(stderr, "TP=%d over NCCL\n", tp);
       auto runner = make_cuda_tp_runner(c, nullptr, 0, o, {.num_ranks = tp});
-      auto& rank0 = dynamic_cast<CudaModelRunner&>(runner->rank(0));
-      runs.push_back({{"tp", tp}, {"communicator", "nccl"}, {"memory_plan_rank0", rank0.memory_plan().describe()},
-                      {"decode", measure_decode(*runner, rank0, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
+      std::vector<CudaModelRunner*> ranks;
+      for (int r = 0; r < tp; ++r) ranks.push_back(&dynamic_cast<CudaModelRunner&>(runner->rank(r)));
+      runs.push_back({{"tp", tp}, {"communicator", "nccl"}, {"memory_plan_rank0", ranks[0]->memory_plan().describe()},
+                      {"decode", measure_decode(*runner, ranks, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
     }
 #endif
     j["runs"] = runs;
