@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "parallel/group_failure.h"
+#include "parallel/in_process_communicator.h"
 
 namespace optimate::cuda {
 namespace {
@@ -45,15 +46,13 @@ struct NcclGroup {
 
 class NcclCommunicator final : public DeviceCommunicator {
  public:
-  NcclCommunicator(std::shared_ptr<NcclGroup> group, int rank) : g_(std::move(group)), rank_(rank) {
+  NcclCommunicator(std::shared_ptr<NcclGroup> group, std::unique_ptr<parallel::Communicator> host, int rank)
+      : g_(std::move(group)), host_(std::move(host)), rank_(rank) {
     OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
     OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    OPTIMATE_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int64_t)));
   }
   ~NcclCommunicator() override {
     cudaSetDevice(g_->devices[rank_]);
-    cudaFree(scratch_);
-    cudaFree(bytes_);
     cudaStreamDestroy(stream_);
   }
 
@@ -75,28 +74,9 @@ class NcclCommunicator final : public DeviceCommunicator {
     });
   }
 
-  void broadcast(std::vector<uint8_t>& bytes, int root) override {
-    if (root < 0 || root >= size())
-      fail(ErrorCode::kInvalidArgument, "broadcast from rank {} in a group of {}", root, size());
-    int64_t n = static_cast<int64_t>(bytes.size());
-    OPTIMATE_CUDA_CHECK(cudaSetDevice(g_->devices[rank_]));
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(scratch_, &n, sizeof(n), cudaMemcpyHostToDevice, stream_));
-    run("ncclBroadcast", [&](ncclComm_t c) { return ncclBroadcast(scratch_, scratch_, 1, ncclInt64, root, c, stream_); });
-    OPTIMATE_CUDA_CHECK(cudaMemcpy(&n, scratch_, sizeof(n), cudaMemcpyDeviceToHost));
-    if (n == 0) {
-      bytes.clear();
-      return;
-    }
-    if (n > bytes_capacity_) {
-      cudaFree(bytes_);
-      OPTIMATE_CUDA_CHECK(cudaMalloc(&bytes_, static_cast<size_t>(n)));
-      bytes_capacity_ = n;
-    }
-    if (rank_ == root) OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(bytes_, bytes.data(), n, cudaMemcpyHostToDevice, stream_));
-    run("ncclBroadcast", [&](ncclComm_t c) { return ncclBroadcast(bytes_, bytes_, n, ncclUint8, root, c, stream_); });
-    bytes.resize(static_cast<size_t>(n));
-    OPTIMATE_CUDA_CHECK(cudaMemcpy(bytes.data(), bytes_, n, cudaMemcpyDeviceToHost));
-  }
+  // The step plan and the barrier stay on the host: the ranks are threads of one process.
+  void broadcast(std::vector<uint8_t>& bytes, int root) override { host_->broadcast(bytes, root); }
+  void barrier() override { host_->barrier(); }
 
   void all_reduce_sum_async(float* data, size_t count, cudaStream_t stream) override {
     check_nccl(ncclAllReduce(data, data, count, ncclFloat, ncclSum, live_comm(), stream), "ncclAllReduce");
@@ -109,28 +89,28 @@ class NcclCommunicator final : public DeviceCommunicator {
   bool graph_capturable() const override { return true; }
   uint64_t generation() const override { return g_->generation.load(); }
 
-  void barrier() override {
-    run("ncclAllReduce (barrier)", [&](ncclComm_t c) {
-      return ncclAllReduce(scratch_, scratch_, 1, ncclInt64, ncclSum, c, stream_);
-    });
-  }
-
   void abort(std::string_view reason) override {
-    std::lock_guard lock(g_->failure.mu);
-    // Aborting every communicator makes a rank blocked in a collective return.
-    g_->failure.abort(rank_, reason, [&] {
-      for (ncclComm_t& c : g_->comms) {
-        ncclCommAbort(c);
-        c = nullptr;
-      }
-    });
+    {
+      std::lock_guard lock(g_->failure.mu);
+      // Aborting every communicator makes a rank blocked in a collective return.
+      g_->failure.abort(rank_, reason, [&] {
+        for (ncclComm_t& c : g_->comms) {
+          ncclCommAbort(c);
+          c = nullptr;
+        }
+      });
+    }
+    host_->abort(reason);  // and one waiting at the host's broadcast or barrier
   }
 
   void recover() override {
-    std::unique_lock lock(g_->failure.mu);
-    g_->failure.recover(lock, [&] {
-      if (g_->comms[0] == nullptr) g_->create();
-    });
+    {
+      std::unique_lock lock(g_->failure.mu);
+      g_->failure.recover(lock, [&] {
+        if (g_->comms[0] == nullptr) g_->create();
+      });
+    }
+    host_->recover();
   }
 
  private:
@@ -157,11 +137,9 @@ class NcclCommunicator final : public DeviceCommunicator {
   }
 
   std::shared_ptr<NcclGroup> g_;
+  std::unique_ptr<parallel::Communicator> host_;  // the in-process group's rank: broadcast, barrier
   const int rank_;
   cudaStream_t stream_ = nullptr;
-  int64_t* scratch_ = nullptr;
-  uint8_t* bytes_ = nullptr;
-  int64_t bytes_capacity_ = 0;
 };
 
 }  // namespace
@@ -169,8 +147,10 @@ class NcclCommunicator final : public DeviceCommunicator {
 std::vector<std::unique_ptr<DeviceCommunicator>> make_nccl_communicators(std::span<const int> devices) {
   if (devices.empty()) fail(ErrorCode::kInvalidArgument, "a NCCL group needs at least one GPU");
   auto group = std::make_shared<NcclGroup>(std::vector<int>(devices.begin(), devices.end()));
+  auto host = parallel::make_in_process_communicators(static_cast<int>(devices.size()));
   std::vector<std::unique_ptr<DeviceCommunicator>> out;
-  for (int r = 0; r < static_cast<int>(devices.size()); ++r) out.push_back(std::make_unique<NcclCommunicator>(group, r));
+  for (int r = 0; r < static_cast<int>(devices.size()); ++r)
+    out.push_back(std::make_unique<NcclCommunicator>(group, std::move(host[r]), r));
   return out;
 }
 

@@ -6,9 +6,12 @@
 // Buffers: all_reduce_sum and all_gather take device memory on the rank's GPU and run on the
 // communicator's own stream, returning once the collective is done; their _async forms
 // (device_communicator.h) are enqueued on the caller's stream and return at once, so a CUDA
-// graph captures them; broadcast's bytes are host memory, staged through the device. abort() aborts every communicator of the group (ncclCommAbort), so
-// a rank blocked in a collective returns and throws; recover() waits for every rank and then
-// creates the group anew (a new generation()).
+// graph captures them. broadcast (the step plan, host bytes) and barrier never touch the GPUs:
+// the ranks being threads of one process, they meet through the in-process communicator, a few
+// microseconds instead of NCCL round trips and stream waits. abort() aborts every communicator
+// of the group (ncclCommAbort), so a rank blocked in a collective returns and throws, and wakes
+// the host's waiters; recover() waits for every rank and then creates the group anew (a new
+// generation()).
 #pragma once
 
 #include <memory>
