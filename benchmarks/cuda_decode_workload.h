@@ -27,6 +27,15 @@ inline ModelConfig llama3_8b(int64_t layers) {
   return c;
 }
 
+// Llama-3-70B: 141 GB of bf16 weights, more than one H200 holds.
+inline ModelConfig llama3_70b(int64_t layers) {
+  ModelConfig c = llama3_8b(layers);
+  c.hidden_size = 8192;
+  c.intermediate_size = 28672;
+  c.num_heads = 64;
+  return c;
+}
+
 struct Seqs {
   std::vector<std::vector<int32_t>> tokens, tables;
 };

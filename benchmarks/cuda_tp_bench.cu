@@ -1,17 +1,19 @@
-// Tensor parallelism on the CUDA backend, Llama-3-8B-shaped dummy weights (bf16), printed as
-// JSON: the NCCL all-reduce over every visible GPU (time and bus bandwidth per size, decode's
+// Tensor parallelism on the CUDA backend, Llama-3-8B-shaped (or 70B-shaped) dummy weights
+// (bf16), printed as JSON: the NCCL all-reduce over every visible GPU (time and bus bandwidth per size, decode's
 // sizes among them), then for each tensor-parallel size that the GPUs allow (1 through NCCL as
 // well as the one-GPU runner) the decode step time at each batch with graphs, and one eager
-// step's time in the collectives (rank 0's stage timer).
+// step's time in the collectives (rank 0's stage timer). A size whose ranks do not fit their GPUs
+// is recorded with its error.
 //
-//   cuda_tp_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 1,64]
-//                 [--prompt-len N] [--max-ranks N]
+//   cuda_tp_bench [--out FILE.json] [--shape 8b|70b] [--layers N] [--decode-steps N]
+//                 [--batches 1,64] [--prompt-len N] [--max-ranks N]
 //
 // Decode timings use the host clock around synchronous steps (forward_sample, greedy), as the
 // engine runs them, so they include each step's broadcast of the step plan to the ranks.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +32,7 @@
 
 using namespace optimate;
 using namespace optimate::cuda;
+using bench::llama3_70b;
 using bench::llama3_8b;
 using bench::make_seqs;
 using bench::prefill_all;
@@ -135,12 +138,13 @@ nlohmann::json measure_decode(ModelRunner& runner, const std::vector<CudaModelRu
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t layers = 32, steps = 64, prompt_len = 128, max_ranks = 0;
+  int64_t layers = 0, steps = 64, prompt_len = 128, max_ranks = 0;
   std::vector<int64_t> batches = {1, 64};
-  std::string out_path;
+  std::string out_path, shape = "8b";
   const bool flags_ok = bench::parse_flags(
       argc, argv,
       {{"--out", [&](const std::string& v) { out_path = v; }},
+       {"--shape", [&](const std::string& v) { shape = v; }},
        {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
        {"--decode-steps", [&](const std::string& v) { steps = std::stoll(v); }},
        {"--prompt-len", [&](const std::string& v) { prompt_len = std::stoll(v); }},
@@ -156,8 +160,10 @@ int main(int argc, char** argv) {
     OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     j["device"] = prop.name;
     j["gpus"] = gpus;
-    const ModelConfig c = llama3_8b(layers);
-    j["layers"] = layers;
+    if (shape != "8b" && shape != "70b") throw std::runtime_error("--shape: 8b or 70b, got " + shape);
+    const ModelConfig c = shape == "8b" ? llama3_8b(layers > 0 ? layers : 32) : llama3_70b(layers > 0 ? layers : 80);
+    j["shape"] = "llama-3-" + shape;
+    j["layers"] = c.num_layers;
 #if OPTIMATE_HAVE_NCCL
     if (most >= 2) j["nccl_all_reduce"] = nccl_all_reduce(most);
 #endif
@@ -166,20 +172,30 @@ int main(int argc, char** argv) {
     o.max_num_batched_tokens = 8192;
     o.max_model_len = 2048;
     nlohmann::json runs = nlohmann::json::array();
-    {
-      std::fprintf(stderr, "one GPU (no split)\n");
+    // A run whose model does not fit (70B on one GPU) is recorded with its error.
+    auto attempt = [&](nlohmann::json run, const std::function<nlohmann::json()>& measure) {
+      try {
+        run["decode"] = measure();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "  %s\n", e.what());
+        run["error"] = e.what();
+      }
+      runs.push_back(run);
+    };
+    std::fprintf(stderr, "one GPU (no split)\n");
+    attempt({{"tp", 1}, {"communicator", "none"}}, [&] {
       auto one = CudaModelRunner::with_dummy_weights(c, 0, o);
-      runs.push_back({{"tp", 1}, {"communicator", "none"},
-                      {"decode", measure_decode(*one, {one.get()}, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
-    }
+      return measure_decode(*one, {one.get()}, c, batches, prompt_len, steps, o.max_num_batched_tokens);
+    });
 #if OPTIMATE_HAVE_NCCL
     for (int tp = 1; tp <= most; tp *= 2) {
       std::fprintf(stderr, "TP=%d over NCCL\n", tp);
-      auto runner = make_cuda_tp_runner(c, nullptr, 0, o, {.num_ranks = tp});
-      std::vector<CudaModelRunner*> ranks;
-      for (int r = 0; r < tp; ++r) ranks.push_back(&dynamic_cast<CudaModelRunner&>(runner->rank(r)));
-      runs.push_back({{"tp", tp}, {"communicator", "nccl"}, {"memory_plan_rank0", ranks[0]->memory_plan().describe()},
-                      {"decode", measure_decode(*runner, ranks, c, batches, prompt_len, steps, o.max_num_batched_tokens)}});
+      attempt({{"tp", tp}, {"communicator", "nccl"}}, [&] {
+        auto runner = make_cuda_tp_runner(c, nullptr, 0, o, {.num_ranks = tp});
+        std::vector<CudaModelRunner*> ranks;
+        for (int r = 0; r < tp; ++r) ranks.push_back(&dynamic_cast<CudaModelRunner&>(runner->rank(r)));
+        return measure_decode(*runner, ranks, c, batches, prompt_len, steps, o.max_num_batched_tokens);
+      });
     }
 #endif
     j["runs"] = runs;

@@ -302,8 +302,14 @@ if want tp; then
   tp_status=$?
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]|^CUDA TP" "$out/tp_tests.log" | tee -a "$summary"
   grep -E "Failure|expected|elements outside|differ" "$out/tp_tests.log" | head -40
-  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-  if [[ $gpus -gt 1 ]]; then
+  if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+  else
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  fi
+  # OPTIMATE_TP_BENCH_ONE_GPU=1: the decode benchmark on one GPU too (the one-GPU runner against
+  # TP=1 through NCCL: what the split's machinery costs when nothing is split).
+  if [[ $gpus -gt 1 || "${OPTIMATE_TP_BENCH_ONE_GPU:-0}" == 1 ]]; then
     note "== tensor parallelism on $gpus GPUs: NCCL all-reduce and decode (Llama-3-8B shape, dummy weights)"
     "$build/cuda_tp_bench" --out "$out/tp_bench.json" >"$out/tp_bench.log" 2>&1
     [[ $? -eq 0 ]] || tp_status=1
@@ -313,12 +319,16 @@ j = json.load(open(sys.argv[1]))
 for a in j.get("nccl_all_reduce", []):
     print(f"all-reduce {a['bytes']:>10} B over {j['gpus']} GPUs: {a['us']:8.1f} us, bus {a['busbw_gb_per_s']:6.1f} GB/s")
 for r in j["runs"]:
-    for d in r["decode"]:
+    if "error" in r:
+        print(f"TP={r['tp']} ({r['communicator']}): {r['error']}")
+    for d in r.get("decode", []):
         print(f"TP={r['tp']} ({r['communicator']}) batch {d['batch']}: {d['ms_per_step']:.3f} ms/step, "
               f"{d['output_tokens_per_s']:.0f} tok/s; eager {d['eager_ms_per_step']:.3f} ms of which collectives "
               f"{d['collectives_ms_per_step']:.3f}")
 PY
-    if [[ $full -eq 1 ]]; then
+    if [[ $gpus -lt 2 ]]; then
+      note "one GPU: the offline runs at tensor-parallel-size 2 wait for a machine with two or more"
+    elif [[ $full -eq 1 ]]; then
       for n in 1 2; do
         note "== offline throughput at tensor-parallel-size $n: 1000 requests (optimate bench)"
         (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
