@@ -122,6 +122,8 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     const CudaLayerWeights& w = weights.layers[l];
     qkv_p.norm_weight = w.attn_norm;
     qkv_p.w = w.wqkv;
+    qkv_p.w_fp8 = w.wqkv_fp8.codes;
+    qkv_p.w_scale = w.wqkv_fp8.scales;
     qkv_p.bias = w.bqkv;
     qkv_p.kv_cache = dec.cache = pre.cache = kv_arena(l);
     mark(Stage::kQkv);
@@ -130,23 +132,35 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     o_p.w = w.wo;
+    o_p.w_fp8 = w.wo_fp8.codes;
+    o_p.w_scale = w.wo_fp8.scales;
     mark(Stage::kOProj);
     gemv(o_p, s);
     gate_up_p.norm_weight = w.ffn_norm;
     gate_up_p.w = w.w_gate_up;
+    gate_up_p.w_fp8 = w.w_gate_up_fp8.codes;
+    gate_up_p.w_scale = w.w_gate_up_fp8.scales;
     mark(Stage::kGateUp);
     gemv(gate_up_p, s);
     down_p.w = w.w_down;
+    down_p.w_fp8 = w.w_down_fp8.codes;
+    down_p.w_scale = w.w_down_fp8.scales;
     mark(Stage::kDown);
     gemv(down_p, s);
   }
+  // A projection of the step's T rows from bf16 or FP8 weights.
+  auto linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w_bf16, const Fp8Weight& w_fp8,
+                    const __nv_bfloat16* bias, __nv_bfloat16* y, int64_t n, int64_t k) {
+    if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, GemmOutput::kBf16, T, n, k, s);
+    else gemm->linear(x, w_bf16, bias, y, GemmOutput::kBf16, T, n, k, s);
+  };
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
     mark(Stage::kElementwise);
     rmsnorm_residual(l == 0 ? nullptr : branch.get(), residual.get(), w.attn_norm, normed.get(),
                      nullptr, T, H, c.rms_norm_eps, s);
     mark(Stage::kQkv);
-    gemm->linear(normed.get(), w.wqkv, w.bqkv, qkv.get(), GemmOutput::kBf16, T, qkv_dim, H, s);
+    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H);
     mark(Stage::kElementwise);
     rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
                  s);
@@ -157,17 +171,16 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     mark(Stage::kOProj);
-    gemm->linear(attn.get(), w.wo, nullptr, branch.get(), GemmOutput::kBf16, T, H, q_dim, s);
+    linear(attn.get(), w.wo, w.wo_fp8, nullptr, branch.get(), H, q_dim);
     mark(Stage::kElementwise);
     rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
                      c.rms_norm_eps, s);
     mark(Stage::kGateUp);
-    gemm->linear(normed.get(), w.w_gate_up, nullptr, gate_up.get(), GemmOutput::kBf16, T,
-                 2 * inter, H, s);
+    linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H);
     mark(Stage::kElementwise);
     silu_mul(gate_up.get(), act.get(), T, inter, s);
     mark(Stage::kDown);
-    gemm->linear(act.get(), w.w_down, nullptr, branch.get(), GemmOutput::kBf16, T, H, inter, s);
+    linear(act.get(), w.w_down, w.w_down_fp8, nullptr, branch.get(), H, inter);
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
   // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).
