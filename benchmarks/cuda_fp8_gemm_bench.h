@@ -2,7 +2,8 @@
 // projection (not lm_head, which stays bf16) at m = 1 to 2048 rows, through Fp8Gemm (the GEMV
 // up to kFp8GemvMaxRows rows, then activation quantization + cuBLASLt FP8) and through Gemm in
 // bf16, each over copies of the weights beyond L2. Microseconds, GB/s of the bytes each must
-// move, TFLOP/s, and which FP8 path ran.
+// move, TFLOP/s, and which FP8 path ran; up to kFp8GemvMaxRows rows also the cuBLASLt FP8 path
+// the GEMV stands in for (fp8_cublaslt_us), to place the switch between them.
 #pragma once
 
 #include <vector>
@@ -48,6 +49,18 @@ inline nlohmann::json fp8_gemm_sweep(const ModelConfig& c) {
         fp8.linear(x.get(), fw, nullptr, y.get(), GemmOutput::kBf16, m, pr.n, pr.k, nullptr);
       }, 20);
       const char* path = m <= kFp8GemvMaxRows ? "gemv" : fp8.last_used_outer_scales() ? "cublaslt_outer" : "cublaslt_epilogue";
+      // Where the GEMV takes over, the tensor-core path too (activations rounded), to place the switch.
+      double cublas_ms = 0.0;
+      if (m <= kFp8GemvMaxRows) {
+        fp8.set_path(Fp8GemmPath::kOuterScales);
+        cublas_ms = time_events_ms([&](int) {
+          const int64_t c_i = i++ % copies;
+          const Fp8Weight fw{reinterpret_cast<const __nv_fp8_e4m3*>(codes.get() + c_i * pr.n * pr.k),
+                             scales.get() + c_i * pr.n};
+          fp8.linear(x.get(), fw, nullptr, y.get(), GemmOutput::kBf16, m, pr.n, pr.k, nullptr);
+        }, 20);
+        fp8.set_path(Fp8GemmPath::kAuto);
+      }
       const double flops = 2.0 * m * pr.n * pr.k;
       const double bf16_bytes = 2.0 * (pr.n * pr.k + m * pr.k + m * pr.n);
       const double fp8_bytes = 1.0 * pr.n * pr.k + 4.0 * pr.n + 2.0 * (m * pr.k + m * pr.n);
@@ -56,7 +69,7 @@ inline nlohmann::json fp8_gemm_sweep(const ModelConfig& c) {
                      {"bf16_gb_per_s", bf16_bytes / (bf16_ms * 1e-3) / 1e9},
                      {"fp8_gb_per_s", fp8_bytes / (fp8_ms * 1e-3) / 1e9},
                      {"bf16_tflop_per_s", flops / (bf16_ms * 1e-3) / 1e12},
-                     {"fp8_tflop_per_s", flops / (fp8_ms * 1e-3) / 1e12}});
+                     {"fp8_tflop_per_s", flops / (fp8_ms * 1e-3) / 1e12}, {"fp8_cublaslt_us", cublas_ms * 1e3}});
     }
   }
   return out;

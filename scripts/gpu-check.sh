@@ -243,7 +243,8 @@ if "none" in runs and "fp8" in runs:
 for g in runs.get("fp8", {}).get("fp8_gemms", []):
     print(f"fp8 gemm {g['gemm']:8s} m={g['m']:<5} {g['fp8_path']:17s} fp8 {g['fp8_us']:8.1f} us "
           f"({g['fp8_gb_per_s']:5.0f} GB/s, {g['fp8_tflop_per_s']:6.1f} TF/s)  bf16 {g['bf16_us']:8.1f} us "
-          f"({g['bf16_gb_per_s']:5.0f} GB/s, {g['bf16_tflop_per_s']:6.1f} TF/s)  {g['bf16_us'] / g['fp8_us']:.2f}x")
+          f"({g['bf16_gb_per_s']:5.0f} GB/s, {g['bf16_tflop_per_s']:6.1f} TF/s)  {g['bf16_us'] / g['fp8_us']:.2f}x"
+          + (f"; cuBLASLt FP8 {g['fp8_cublaslt_us']:.1f} us" if g.get('fp8_cublaslt_us') else ""))
 PY
   fi
   if fp8_part offline && [[ $full -eq 0 ]]; then

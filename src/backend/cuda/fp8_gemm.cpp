@@ -72,10 +72,11 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bo
   OPTIMATE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  bool accepted = true;  // a cuBLASLt without outer-vector scaling refuses the mode
   if (outer) {
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, mode);
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mode);
+    for (auto attr : {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, CUBLASLT_MATMUL_DESC_B_SCALE_MODE})
+      accepted = accepted && cublasLtMatmulDescSetAttribute(p.desc, attr, &mode, sizeof(mode)) == CUBLAS_STATUS_SUCCESS;
     if (bias) {
       set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
       set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
@@ -84,6 +85,8 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bo
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, m, k));
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, n, m, outer ? n : sum_ld(n)));
+
+  if (!accepted) return plans_.emplace(key, p).first->second;  // usable stays false
 
   cublasLtMatmulPreference_t pref = nullptr;
   OPTIMATE_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
