@@ -4,7 +4,12 @@
 // copy bandwidth, batched decode throughput, and the time to prefill one 2048-token prompt.
 //
 //   cuda_decode_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 64,256]
-//                     [--prompt-len N]
+//                     [--prompt-len N] [--quantization none|fp8] [--quick 1]
+//
+// --quantization fp8 runs the same model with FP8 linear layers (weights quantized on the GPU
+// at load) and adds fp8_gemms, each projection through the FP8 path against bf16. --quick 1
+// skips the bf16 kernel sweeps, the batch-1 variants other than batch1_graph and the
+// small-batch fused/unfused comparison.
 //
 // Timings are medians of repeated runs after warm-up; decode timings use the host clock
 // around synchronous steps, so they include the host work of each step.
@@ -22,6 +27,7 @@
 #include "backend/cuda/gemm.h"
 #include "cuda_breakdown_bench.h"
 #include "cuda_decode_workload.h"
+#include "cuda_fp8_gemm_bench.h"
 #include "cuda_gemv_bench.h"
 
 using namespace optimate;
@@ -101,14 +107,17 @@ double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_
 int main(int argc, char** argv) {
   int64_t layers = 32, num_decode_steps = 128, prompt_len = 256, prefill_len = 2048;
   std::vector<int64_t> batches = {64, 256, 1024};
-  std::string out_path;
+  std::string out_path, quantization = "none";
+  bool quick = false;
   const bool flags_ok = bench::parse_flags(
       argc, argv,
       {{"--out", [&](const std::string& v) { out_path = v; }},
        {"--layers", [&](const std::string& v) { layers = std::stoll(v); }},
        {"--decode-steps", [&](const std::string& v) { num_decode_steps = std::stoll(v); }},
        {"--prompt-len", [&](const std::string& v) { prompt_len = std::stoll(v); }},
-       {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
+       {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }},
+       {"--quantization", [&](const std::string& v) { quantization = v; }},
+       {"--quick", [&](const std::string& v) { quick = v != "0"; }}});
   if (!flags_ok) return 2;
   try {
     nlohmann::json j;
@@ -119,23 +128,34 @@ int main(int argc, char** argv) {
     const double copy_gbs = bench::copy_bandwidth_gbs();
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
     const ModelConfig c = llama3_8b(layers);
-    j["gemms"] = gemm_bandwidth(c);
-    std::fprintf(stderr, "copy %.0f GB/s; gemms done\n", copy_gbs);
-    j["gemv_splits"] = bench::gemv_split_sweep(c);
-    j["gemv_model_chain"] = bench::gemv_model_chain(c);
-    std::fprintf(stderr, "gemv sweep done\n");
+    const WeightQuantization weight_quantization = parse_weight_quantization(quantization);
+    j["quantization"] = quantization;
+    if (!quick) {
+      j["gemms"] = gemm_bandwidth(c);
+      std::fprintf(stderr, "copy %.0f GB/s; gemms done\n", copy_gbs);
+      j["gemv_splits"] = bench::gemv_split_sweep(c);
+      j["gemv_model_chain"] = bench::gemv_model_chain(c);
+      std::fprintf(stderr, "gemv sweep done\n");
+    }
+    if (weight_quantization == WeightQuantization::kFp8) {
+      j["fp8_gemms"] = bench::fp8_gemm_sweep(c);
+      std::fprintf(stderr, "fp8 gemm sweep done\n");
+    }
 
     const auto t_load = Clock::now();
     CudaWeights weights = make_dummy_weights(c, 0);
-    const double weight_bytes = static_cast<double>(weights.bytes());
     j["dummy_weights_s"] = seconds_since(t_load);
-    j["weight_bytes"] = weight_bytes;
     CudaRunnerOptions o;
+    o.quantization = weight_quantization;
     o.max_num_seqs = 1024;
     o.max_num_batched_tokens = 8192;
     o.max_model_len = 4096;
     o.fused_decode_max_rows = kGemvMaxRows;  // lets the small-batch sweep below compare both paths
     CudaModelRunner runner(std::move(weights), o);
+    // FP8 weights are quantized in the constructor, so the bytes a step streams are known here.
+    const double weight_bytes = static_cast<double>(runner.weight_bytes());
+    j["weight_bytes"] = weight_bytes;
+    j["load_s"] = seconds_since(t_load);
     j["memory_plan"] = runner.memory_plan().describe();
     const int64_t bs = runner.kv_shape().block_size;
 
@@ -147,6 +167,7 @@ int main(int argc, char** argv) {
                              Variant{"batch1_graph_unfused_pdl", true, false, true},
                              Variant{"batch1_graph_unfused", true, false, false},
                              Variant{"batch1_eager", false, true, true}}) {
+      if (quick && std::string(v.key) != "batch1_graph") continue;
       runner.set_cuda_graphs(v.graphs);
       runner.set_launch_options(v.fused, v.pdl);
       Seqs s = make_seqs(1, prompt_len, prompt_len + num_decode_steps + 16, bs, c.vocab_size);
@@ -162,6 +183,7 @@ int main(int argc, char** argv) {
     // kGemvMaxRows rows; the default is CudaRunnerOptions::fused_decode_max_rows).
     runner.set_cuda_graphs(true);
     for (int64_t b : {int64_t{2}, int64_t{3}, int64_t{4}, int64_t{8}}) {
+      if (quick) break;
       for (bool fused : {true, false}) {
         runner.set_launch_options(fused, true);
         Seqs s = make_seqs(b, prompt_len, prompt_len + 64, bs, c.vocab_size);
@@ -217,7 +239,8 @@ int main(int argc, char** argv) {
       runner.forward(fb, logits);
       ms.push_back(seconds_since(t0) * 1e3);
     }
-    const double prefill_flops = 2.0 * prefill_len * (weight_bytes / 2 - 2.0 * c.vocab_size * c.hidden_size) +
+    const double params = static_cast<double>(cuda_weight_bytes(c)) / 2;  // counted in bf16
+    const double prefill_flops = 2.0 * prefill_len * (params - 2.0 * c.vocab_size * c.hidden_size) +
                                  2.0 * c.hidden_size * c.vocab_size;
     j["prefill"] = {{"tokens", prefill_len}, {"ms", bench::median(ms)},
                     {"linear_tflop_per_s", prefill_flops / (bench::median(ms) * 1e-3) / 1e12}};

@@ -30,11 +30,16 @@
 #                             GPU 0, TP=1 through NCCL), and with more than one GPU visible the
 #                             NCCL all-reduce, decode at TP=1, 2, 4, 8 (as many as fit) and the
 #                             1000-request offline run at TP=1 and 2 (optimate bench)
+#   fp8_tests.log fp8_tests.json fp8_bench_none.json fp8_bench_fp8.json fp8_offline/ fp8_offline.log
+#                             the `fp8` stage: the FP8-weight tests (and the GEMV/GEMM/runner
+#                             tests around them), cuda_decode_bench --quick without and with
+#                             --quantization fp8, and the 1000-request offline run of both
+#                             (OPTIMATE_FP8_PARTS picks of: tests bench offline)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive and tp): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp and fp8): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -196,6 +201,69 @@ if want kv; then
   [[ $? -eq 0 ]] || kv_status=1
   tee -a "$summary" <"$out/kv_attention.log"
 fi
+fp8_status=0
+fp8_part() { [[ " ${OPTIMATE_FP8_PARTS:-tests bench offline} " == *" $1 "* ]]; }
+if want fp8; then
+  note "== FP8 weights (--quantization fp8): tests, decode with and without, offline with and without"
+  if fp8_part tests; then
+    "$build/tests/test_cuda" --gtest_filter='Fp8*:Gemv*:Gemm*:CudaRunner.*:*RunnerVsReference*' \
+      --gtest_output="json:$out/fp8_tests.json" >"$out/fp8_tests.log" 2>&1
+    fp8_status=$?
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/fp8_tests.log" | tee -a "$summary"
+    grep -E "Failure|expected|elements outside|Which is|Expected" "$out/fp8_tests.log" | head -40
+    grep -E "^fp8 linear|^FP8 runner" "$out/fp8_tests.log" | tee -a "$summary"
+  fi
+  if fp8_part bench; then
+    for q in none fp8; do
+      "$build/cuda_decode_bench" --quick 1 --quantization $q --batches 64,256,1024 \
+        --out "$out/fp8_bench_$q.json" >"$out/fp8_bench_$q.log" 2>&1 || { fp8_status=1; tail -5 "$out/fp8_bench_$q.log"; }
+    done
+    python3 - "$out/fp8_bench_none.json" "$out/fp8_bench_fp8.json" <<'PY' | tee -a "$summary" || true
+import json, sys
+runs = {}
+for path in sys.argv[1:3]:
+    try:
+        j = json.load(open(path))
+        runs[j.get("quantization", "none")] = j
+    except Exception as e:
+        print(f"fp8 bench: no figures in {path} ({e})")
+for q, j in runs.items():
+    b = j["batch1_graph"]
+    print(f"[{q}] weights {j['weight_bytes'] / 1e9:.2f} GB, load {j.get('load_s', 0):.1f} s; {j['memory_plan']}")
+    print(f"[{q}] batch 1: {b['tokens_per_s']:.1f} tok/s, {b['ms_per_token']:.2f} ms/token, "
+          f"{100 * b['fraction_of_copy_bandwidth']:.1f}% of copy bandwidth ({j['copy_bandwidth_gb_per_s']:.0f} GB/s)")
+    for d in j.get("batched_decode", []):
+        print(f"[{q}] batch {d['batch']}: {d['output_tokens_per_s']:.0f} output tok/s ({d['ms_per_step']:.2f} ms/step)")
+    p = j.get("prefill")
+    if p:
+        print(f"[{q}] prefill {p['tokens']} tokens: {p['ms']:.1f} ms")
+    for key, br in j.get("breakdown", {}).items():
+        parts = "; ".join(f"{st['stage']} {st['ms_per_step']:.3f}" for st in br["stages"])
+        print(f"[{q}] breakdown {key}: {br['ms_per_step']:.2f} ms/step eager; {parts}")
+if "none" in runs and "fp8" in runs:
+    a, b = runs["none"]["batch1_graph"]["tokens_per_s"], runs["fp8"]["batch1_graph"]["tokens_per_s"]
+    print(f"fp8 / bf16, batch 1: {b / a:.2f}x")
+    for x, y in zip(runs["none"].get("batched_decode", []), runs["fp8"].get("batched_decode", [])):
+        print(f"fp8 / bf16, batch {x['batch']}: {y['output_tokens_per_s'] / x['output_tokens_per_s']:.2f}x")
+for g in runs.get("fp8", {}).get("fp8_gemms", []):
+    print(f"fp8 gemm {g['gemm']:8s} m={g['m']:<5} {g['fp8_path']:17s} fp8 {g['fp8_us']:8.1f} us "
+          f"({g['fp8_gb_per_s']:5.0f} GB/s, {g['fp8_tflop_per_s']:6.1f} TF/s)  bf16 {g['bf16_us']:8.1f} us "
+          f"({g['bf16_gb_per_s']:5.0f} GB/s, {g['bf16_tflop_per_s']:6.1f} TF/s)  {g['bf16_us'] / g['fp8_us']:.2f}x"
+          + (f"; cuBLASLt FP8 {g['fp8_cublaslt_us']:.1f} us" if g.get('fp8_cublaslt_us') else ""))
+PY
+  fi
+  if fp8_part offline && [[ $full -eq 0 ]]; then
+    skipped "fp8 offline"
+    fp8_status=1
+  elif fp8_part offline; then
+    (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
+       --compare h200-throughput,h200-throughput-fp8 --backend cuda --out "$out/fp8_offline") \
+       >"$out/fp8_offline.log" 2>&1 || fp8_status=1
+    grep -E "^\||KV cache of" "$out/fp8_offline.log" | head -12 | tee -a "$summary"
+    tail -3 "$out/fp8_offline.log"
+  fi
+  note "fp8 exit $fp8_status"
+fi
 if want peer && [[ -n "${OPTIMATE_HF_PEER:-}" && -f "$out/bench.json" ]]; then
   note "== transformers peer"
   PYTHONUNBUFFERED=1 python3 "$OPTIMATE_HF_PEER" --modes bs1,batch --batch 64 --prompt-len 128 \
@@ -347,5 +415,5 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status"
-[[ $tp_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status"
+[[ $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -13,6 +13,7 @@
 #include "engine/tokenizer_codec.h"
 #include "kv/kv_layout.h"
 #include "kv/kv_precision.h"
+#include "model/fp8_quant.h"
 #include "model/weights.h"
 #include "optim/kv_quant_policy.h"
 #if OPTIMATE_HAVE_CUDA
@@ -97,6 +98,7 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);
   options.activations = cpu::parse_cpu_activations(args.cpu_activations);
+  options.quantization = parse_weight_quantization(args.quantization);
   // Capacity is in slots; a block of the cache's own precision takes slots_per_block of them.
   const int64_t slots_per_block = layout.slots_for(layout.base);
   const int64_t fixed_slots =
@@ -138,6 +140,7 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
   options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest_precision = kv_quant_precision(args);
+  options.quantization = parse_weight_quantization(args.quantization);
   const kv::HostTierSlots host = host_tier_slots(args, model.config, cuda::CudaModelRunner::plan_layout(model.config, options), 0);
   options.num_host_slots = host.swap + host.prefix;
   if (args.tensor_parallel_size > 1) {

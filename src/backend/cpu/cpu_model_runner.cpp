@@ -97,6 +97,14 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
                              : activations_ == CpuActivations::kQ8 ? has_q8_kernel
                                                                    : keeps_quantized;
   weights_ = pack_cpu_weights(config_, weights, keep, activations_ == CpuActivations::kQ8, vocab_rows);
+  if (options.quantization == WeightQuantization::kFp8) {
+    // Per-row scales of a rank's column slice would not be the whole model's.
+    if (tp_.comm)
+      fail(ErrorCode::kUnsupported, "--quantization fp8 on the CPU backend runs a whole model, not "
+           "--tensor-parallel-size {}", tp_.comm->size());
+    for (CpuLayerWeights& l : weights_.layers)
+      for (CpuMatrix* m : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) quantize_matrix_fp8(*m);
+  }
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
                  "rope_inv_freq returned {} entries for head_dim {}", inv_freq_.size(), config_.head_dim);
@@ -221,7 +229,9 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
 }
 
 void CpuModelRunner::matmul(const float* x, const CpuMatrix& w, float* y, int64_t t, bool accumulate) {
-  if (!w.q8.empty())
+  if (!w.fp8_scales.empty())
+    fp8_linear(x, w, y, t, accumulate, num_threads_, s_.fp8);
+  else if (!w.q8.empty())
     q8_linear(x, w.q8, y, t, accumulate, *pool_, isa_, s_.q8);
   else
     linear(x, w, y, t, accumulate, num_threads_);

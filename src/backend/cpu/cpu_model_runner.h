@@ -19,7 +19,9 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/cpu_weights.h"
+#include "backend/cpu/fp8_linear.h"
 #include "backend/cpu/q8_activations.h"
+#include "model/fp8_quant.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
@@ -52,6 +54,9 @@ struct CpuRunnerOptions {
   CpuActivations activations = CpuActivations::kQ8;
   // Instruction set of the integer kernels; empty: the best this processor runs.
   std::optional<CpuIsa> isa;
+  // kFp8: the linear projections (not the embedding or LM head) as the GPU's FP8 weights
+  // compute them (fp8_linear.h). A whole model only, not a tensor-parallel rank.
+  WeightQuantization quantization = WeightQuantization::kNone;
 };
 
 // One rank of a model split by tensor parallelism (parallel/tp_partition.h): the runner is built
@@ -105,6 +110,7 @@ class CpuModelRunner final : public ModelRunner {
     std::vector<AttentionSeq> seqs;
     AttentionScratch attention;
     Q8Activations q8;  // the current product's quantized input
+    Fp8Scratch fp8;    // an FP8 product's activations and sums
   };
 
   void check_batch(const ForwardBatch& batch) const;

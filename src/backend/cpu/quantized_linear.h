@@ -21,6 +21,7 @@ struct CpuMatrix {
   DType dtype = DType::kF32;   // of the file's blocks
   std::vector<uint8_t> blocks;  // rows * row_bytes(); empty when fp32 or repacked
   Q8Matrix q8;                  // the integer kernels' layout; empty otherwise
+  std::vector<float> fp8_scales;  // [rows] with FP8 weights (fp8_linear.h): f32 holds e4m3 values
 
   bool is_quantized() const { return !blocks.empty() || !q8.empty(); }
   int64_t row_bytes() const;  // of a quantized row

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_communicator.h"
+#include "backend/cuda/fp8_weights.h"
 #include "core/error.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_requantize.h"
@@ -58,6 +59,10 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
           o.kv_cache_dtype != kv::KvPrecision::kBF16 || o.kv_finest_precision.has_value()};
 }
 
+int64_t runner_fp8_max_k(const ModelConfig& c) {
+  return std::max({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size});
+}
+
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
                                 int64_t max_model_len, const parallel::TpPartition* tp) {
   const int64_t T = o.max_num_batched_tokens, S = o.max_num_seqs;
@@ -80,6 +85,8 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   if (tp)                                           // partial sums, logits slice and gather
     b += T * c.hidden_size * 4 + (1 + tp->num_ranks) * S * tp->vocab_per_rank * 4;
   b += int64_t{32} << 20;                           // cuBLASLt workspace
+  if (o.quantization == WeightQuantization::kFp8)   // FP8 activations, workspace and sums
+    b += Fp8Gemm::device_bytes(T, runner_fp8_max_k(c));
   b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
   return b;
 }
@@ -173,10 +180,13 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
     st.vocab_begin = p.vocab_begin(rank);
     st.config.vocab_size = p.vocab_size;  // logits rows and token ids stay whole
   }
+  if (options.quantization == WeightQuantization::kFp8 && !weights.fp8())
+    weights = quantize_weights_fp8(std::move(weights));
+  if (weights.fp8()) st.options.quantization = WeightQuantization::kFp8;
   st.weights = std::move(weights);
   const ModelConfig& c = st.config;
   const int64_t len = resolve_max_model_len(c, options);
-  st.plan = plan_for(c, options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms,
+  st.plan = plan_for(c, st.options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms,
                      tp.comm ? &tp.partition : nullptr);
   spdlog::info("CUDA memory plan: {}", st.plan.describe());
 
@@ -250,6 +260,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
 
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
+  if (st.weights.fp8()) st.fp8_gemm = std::make_unique<Fp8Gemm>(T, runner_fp8_max_k(c));
   st.kv_shape.num_host_slots = options.num_host_slots;
   init_host_tier(st);
 }

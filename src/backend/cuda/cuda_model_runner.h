@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/memory_plan.h"
 #include "backend/model_runner.h"
+#include "model/fp8_quant.h"
 #include "model/weights.h"
 #include "parallel/tp_partition.h"
 
@@ -51,6 +52,9 @@ struct CudaRunnerOptions {
   // so with the rows is not yet profiled.
   bool fused_decode = true;
   int64_t fused_decode_max_rows = 2;
+  // kFp8: the linear projections run from e4m3 weights with per-row scales (fp8_weights.h,
+  // fp8_gemm.h); bf16 weights handed to the runner are quantized at construction.
+  WeightQuantization quantization = WeightQuantization::kNone;
 };
 
 class DeviceCommunicator;

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/fp8_quantize.h"
 #include "backend/cuda/weight_layout.h"
 #include "model/weights.h"
 
@@ -21,6 +22,9 @@ struct CudaLayerWeights {
   const __nv_bfloat16* ffn_norm = nullptr;   // (hidden)
   const __nv_bfloat16* w_gate_up = nullptr;  // (2 * intermediate, hidden)
   const __nv_bfloat16* w_down = nullptr;     // (hidden, intermediate)
+  // FP8 weights (fp8_weights.h): the same four matrices as e4m3 codes with row scales, set in
+  // place of the bf16 pointers above, which are then null.
+  Fp8Weight wqkv_fp8, wo_fp8, w_gate_up_fp8, w_down_fp8;
 };
 
 struct CudaWeights {
@@ -30,8 +34,10 @@ struct CudaWeights {
   const __nv_bfloat16* final_norm = nullptr;      // (hidden)
   const __nv_bfloat16* lm_head = nullptr;         // (vocab, hidden); tok_embeddings when tied
   std::vector<CudaLayerWeights> layers;
+  DeviceBuffer<uint8_t> fp8_storage;  // FP8 layers' codes, then their scales; empty in bf16
 
-  size_t bytes() const { return storage.bytes(); }
+  bool fp8() const { return !fp8_storage.empty(); }
+  size_t bytes() const { return storage.bytes() + fp8_storage.bytes(); }
 };
 
 // Bytes the weights of `config` take on the GPU.

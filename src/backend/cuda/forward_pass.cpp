@@ -129,7 +129,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
 
   // The o and down projections are row-parallel: one GPU adds the output to the residual stream
   // (in the GEMV's epilogue, or through `branch` into the next norm); a rank sums its fp32 part
-  // with the others' first.
+  // with the others' first (row_parallel_linear below for the GEMM path).
   auto row_parallel_gemv = [&](const GemvParams& p) {
     if (!tp.comm) return gemv(p, s);
     GemvParams part = p;
@@ -140,12 +140,6 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     all_reduce(partial.get(), T * H);
     add_rounded_to_residual(partial.get(), residual.get(), T * H, s);
   };
-  auto row_parallel_linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w, int64_t k) {
-    if (!tp.comm) return gemm->linear(x, w, nullptr, branch.get(), GemmOutput::kBf16, T, H, k, s);
-    gemm->linear(x, w, nullptr, partial.get(), GemmOutput::kF32, T, H, k, s);
-    all_reduce(partial.get(), T * H);
-    round_to_bf16(partial.get(), branch.get(), T * H, s);
-  };
 
   auto mark = [&](Stage stage) { timer.mark(stage, s); };
   mark(Stage::kEmbedding);
@@ -155,6 +149,8 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     const CudaLayerWeights& w = weights.layers[l];
     qkv_p.norm_weight = w.attn_norm;
     qkv_p.w = w.wqkv;
+    qkv_p.w_fp8 = w.wqkv_fp8.codes;
+    qkv_p.w_scale = w.wqkv_fp8.scales;
     qkv_p.bias = w.bqkv;
     qkv_p.kv_cache = dec.cache = pre.cache = kv_arena(l);
     mark(Stage::kQkv);
@@ -163,23 +159,43 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     o_p.w = w.wo;
+    o_p.w_fp8 = w.wo_fp8.codes;
+    o_p.w_scale = w.wo_fp8.scales;
     mark(Stage::kOProj);
     row_parallel_gemv(o_p);
     gate_up_p.norm_weight = w.ffn_norm;
     gate_up_p.w = w.w_gate_up;
+    gate_up_p.w_fp8 = w.w_gate_up_fp8.codes;
+    gate_up_p.w_scale = w.w_gate_up_fp8.scales;
     mark(Stage::kGateUp);
     gemv(gate_up_p, s);
     down_p.w = w.w_down;
+    down_p.w_fp8 = w.w_down_fp8.codes;
+    down_p.w_scale = w.w_down_fp8.scales;
     mark(Stage::kDown);
     row_parallel_gemv(down_p);
   }
+  // A projection of the step's T rows from bf16 or FP8 weights.
+  auto linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w_bf16, const Fp8Weight& w_fp8,
+                    const __nv_bfloat16* bias, void* y, int64_t n, int64_t k,
+                    GemmOutput out = GemmOutput::kBf16) {
+    if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, out, T, n, k, s);
+    else gemm->linear(x, w_bf16, bias, y, out, T, n, k, s);
+  };
+  auto row_parallel_linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w, const Fp8Weight& w_fp8,
+                                 int64_t k) {
+    if (!tp.comm) return linear(x, w, w_fp8, nullptr, branch.get(), H, k);
+    linear(x, w, w_fp8, nullptr, partial.get(), H, k, GemmOutput::kF32);
+    all_reduce(partial.get(), T * H);
+    round_to_bf16(partial.get(), branch.get(), T * H, s);
+  };
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
     mark(Stage::kElementwise);
     rmsnorm_residual(l == 0 ? nullptr : branch.get(), residual.get(), w.attn_norm, normed.get(),
                      nullptr, T, H, c.rms_norm_eps, s);
     mark(Stage::kQkv);
-    gemm->linear(normed.get(), w.wqkv, w.bqkv, qkv.get(), GemmOutput::kBf16, T, qkv_dim, H, s);
+    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H);
     mark(Stage::kElementwise);
     rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
                  s);
@@ -190,17 +206,16 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     mark(Stage::kOProj);
-    row_parallel_linear(attn.get(), w.wo, q_dim);
+    row_parallel_linear(attn.get(), w.wo, w.wo_fp8, q_dim);
     mark(Stage::kElementwise);
     rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
                      c.rms_norm_eps, s);
     mark(Stage::kGateUp);
-    gemm->linear(normed.get(), w.w_gate_up, nullptr, gate_up.get(), GemmOutput::kBf16, T,
-                 2 * inter, H, s);
+    linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H);
     mark(Stage::kElementwise);
     silu_mul(gate_up.get(), act.get(), T, inter, s);
     mark(Stage::kDown);
-    row_parallel_linear(act.get(), w.w_down, inter);
+    row_parallel_linear(act.get(), w.w_down, w.w_down_fp8, inter);
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
   // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).

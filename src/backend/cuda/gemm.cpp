@@ -24,14 +24,12 @@ Gemm::~Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-namespace {
-
-// The m whose heuristic answer serves every m of its bucket: exact up to 16 rows, then
-// multiples of 16 up to 256, of 64 up to 2048, of 256 past that.
-int64_t algo_rows(int64_t m) {
+int64_t gemm_algo_rows(int64_t m) {
   const int64_t step = m <= 16 ? 1 : m <= 256 ? 16 : m <= 2048 ? 64 : 256;
   return (m + step - 1) / step * step;
 }
+
+namespace {
 
 void set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
   const uint64_t v = static_cast<uint64_t>(cols);
@@ -41,7 +39,7 @@ void set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
 }  // namespace
 
 Gemm::Plan& Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias, bool exact) {
-  if (!exact) m = algo_rows(m);
+  if (!exact) m = gemm_algo_rows(m);
   const Key key{m, n, k, static_cast<int>(out), bias, exact};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
@@ -117,7 +115,7 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
                                                  p.c, y, p.c, &p.algo, workspace_.get(),
                                                  workspace_.bytes(), stream);
     // The bucket's algorithm may not take this m; the heuristic for the exact m then decides.
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED && !exact && algo_rows(m) != m) continue;
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED && !exact && gemm_algo_rows(m) != m) continue;
     OPTIMATE_CUBLAS_CHECK(status);
     return;
   }

@@ -20,6 +20,10 @@ enum class GemmOutput { kBf16, kF32 };
 // cuBLASLt. Its time grows with m far faster than its bytes do; why is not yet profiled.
 inline constexpr int64_t kGemvFasterRows = 2;
 
+// The m whose cuBLASLt algorithm serves every m of its bucket: exact up to 16 rows, then
+// multiples of 16 up to 256, of 64 up to 2048, of 256 past that.
+int64_t gemm_algo_rows(int64_t m);
+
 // Owns the cuBLASLt handle, a workspace, and one cached plan (descriptors + algorithm) per
 // problem shape, so steady-state calls (and CUDA graph capture) do no heuristic search.
 class Gemm {

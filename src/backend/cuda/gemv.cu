@@ -4,12 +4,13 @@
 // pairs gate with up. `split` warps of a block share a pair, each streaming every split-th
 // 256-element chunk of k, and their partial sums meet in shared memory in a fixed order.
 //
-// Weight loads are 16 bytes per lane, evict-first, kUnroll chunks per row in flight, and the
+// Weight loads are 16 bytes per lane (8 bf16, or 16 e4m3 codes widened in registers and scaled
+// by their row's scale in the epilogue), evict-first, kUnroll chunks per row in flight, and the
 // next batch is issued before the current one is consumed. The first batch goes out before
 // wait_for_prior_grid(): under programmatic launch it overlaps the previous kernel's tail.
 //
 // Layouts: x [m, k] bf16 (or the fp32 residual stream, normalised into shared memory as
-// [m, k] bf16), w [n, k] bf16, outputs per gemv.h. Launch: ceil(pairs / (8 / split)) blocks
+// [m, k] bf16), w [n, k] bf16 or e4m3 (+ w_scale [n]), outputs per gemv.h. Launch: ceil(pairs / (8 / split)) blocks
 // of 256 threads; dynamic shared memory m * k * 2 bytes with the RMSNorm input.
 #include "backend/cuda/gemv.h"
 
@@ -25,12 +26,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kUnroll = 4;
-constexpr int kChunk = 32 * 8;  // elements one warp covers per 16-byte load
-
-__device__ __forceinline__ Bf16x8 load_stream(const __nv_bfloat16* p) {
-  const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
-  return *reinterpret_cast<const Bf16x8*>(&v);
-}
+// Weight elements one lane covers per 16-byte load, and one warp per load.
+template <bool kFp8>
+constexpr int kLaneElems = kFp8 ? 16 : 8;
+template <bool kFp8>
+constexpr int kChunk = 32 * kLaneElems<kFp8>;
 
 __device__ __forceinline__ float dot8(const Bf16x8& a, const Bf16x8& b) {
   float s = 0.0f;
@@ -44,16 +44,56 @@ __device__ __forceinline__ float dot8(const Bf16x8& a, const Bf16x8& b) {
   return s;
 }
 
-__device__ __forceinline__ void load_batch(Bf16x8 (&dst)[kUnroll][2], const __nv_bfloat16* wa,
-                                           const __nv_bfloat16* wb, int c, int stride, int k,
+// 16 e4m3 codes (w, in memory order) . 16 bf16 x values (x0 elements 0..7, x1 8..15).
+__device__ __forceinline__ float dot16_fp8(const uint4& w, const Bf16x8& x0, const Bf16x8& x1) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // word i holds elements 4i .. 4i + 3
+    const Bf16x8& xv = i < 2 ? x0 : x1;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint16_t pair = static_cast<uint16_t>(words[i] >> (16 * j));
+      uint32_t h2;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+      const float2 fw = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+      const float2 fx = __bfloat1622float2(xv.h[(i % 2) * 2 + j]);
+      s = fmaf(fw.x, fx.x, s);
+      s = fmaf(fw.y, fx.y, s);
+    }
+  }
+  return s;
+}
+
+// Row a's and row b's 16 bytes at element cu, for kUnroll chunks `stride` elements apart.
+// wa and wb are byte pointers to the rows.
+template <bool kFp8>
+__device__ __forceinline__ void load_batch(uint4 (&dst)[kUnroll][2], const uint8_t* wa,
+                                           const uint8_t* wb, int c, int stride, int k,
                                            bool active) {
+  constexpr int kBytes = kFp8 ? 1 : 2;
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int cu = c + u * stride;
     if (active && cu < k) {
-      dst[u][0] = load_stream(wa + cu);
-      dst[u][1] = load_stream(wb + cu);
+      dst[u][0] = __ldcs(reinterpret_cast<const uint4*>(wa + static_cast<int64_t>(cu) * kBytes));
+      dst[u][1] = __ldcs(reinterpret_cast<const uint4*>(wb + static_cast<int64_t>(cu) * kBytes));
     }
+  }
+}
+
+// Row i of x . the lane's 16 weight bytes at element cu.
+template <bool kFp8>
+__device__ __forceinline__ void accumulate(const uint4 (&w)[2], const __nv_bfloat16* xi, int cu,
+                                           float& acc_a, float& acc_b) {
+  if constexpr (kFp8) {
+    const Bf16x8 x0 = load_bf16x8_raw(xi + cu), x1 = load_bf16x8_raw(xi + cu + 8);
+    acc_a += dot16_fp8(w[0], x0, x1);
+    acc_b += dot16_fp8(w[1], x0, x1);
+  } else {
+    const Bf16x8 xv = load_bf16x8_raw(xi + cu);
+    acc_a += dot8(*reinterpret_cast<const Bf16x8*>(&w[0]), xv);
+    acc_b += dot8(*reinterpret_cast<const Bf16x8*>(&w[1]), xv);
   }
 }
 
@@ -87,6 +127,10 @@ __device__ void normalize_rows(const GemvParams& p, int m, __nv_bfloat16* xs, fl
 // (kRopeKvWrite), else -1.
 __device__ int epilogue(const GemvParams& p, int t, int a, int b, bool has_b, float va, float vb) {
   const int64_t n = p.n;
+  if (p.w_scale) {
+    va *= p.w_scale[a];
+    if (has_b) vb *= p.w_scale[b];
+  }
   if (p.bias) {
     va += __bfloat162float(p.bias[a]);
     if (has_b) vb += __bfloat162float(p.bias[b]);
@@ -196,7 +240,7 @@ __device__ void quantize_finished_rows(const GemvParams& p, int finished, int la
   }
 }
 
-template <int M>
+template <int M, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2)
     gemv_kernel(const GemvParams p, int split, int half_span, int num_pairs) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -211,13 +255,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int a = group * 2 * half_span + (active ? pair : 0) % half_span;
   const int b = a + half_span;
   const bool has_b = b < n;
-  const __nv_bfloat16* wa = p.w + static_cast<int64_t>(a) * k;
-  const __nv_bfloat16* wb = p.w + static_cast<int64_t>(has_b ? b : a) * k;
-  const int stride = split * kChunk;
-  int c = (part * 32 + lane) * 8;
+  constexpr int kRowBytesPerElem = kFp8 ? 1 : 2;
+  const uint8_t* w_base = kFp8 ? reinterpret_cast<const uint8_t*>(p.w_fp8) : reinterpret_cast<const uint8_t*>(p.w);
+  const uint8_t* wa = w_base + static_cast<int64_t>(a) * k * kRowBytesPerElem;
+  const uint8_t* wb = w_base + static_cast<int64_t>(has_b ? b : a) * k * kRowBytesPerElem;
+  const int stride = split * kChunk<kFp8>;
+  int c = (part * 32 + lane) * kLaneElems<kFp8>;
 
-  Bf16x8 cur[kUnroll][2];
-  load_batch(cur, wa, wb, c, stride, k, active);
+  uint4 cur[kUnroll][2];
+  load_batch<kFp8>(cur, wa, wb, c, stride, k, active);
   wait_for_prior_grid();
   allow_next_grid();
 
@@ -232,18 +278,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[0][i] = acc[1][i] = 0.0f;
   for (; c < k; c += kUnroll * stride) {
-    Bf16x8 next[kUnroll][2];
-    load_batch(next, wa, wb, c + kUnroll * stride, stride, k, active);
+    uint4 next[kUnroll][2];
+    load_batch<kFp8>(next, wa, wb, c + kUnroll * stride, stride, k, active);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int cu = c + u * stride;
       if (cu < k) {
 #pragma unroll
-        for (int i = 0; i < M; ++i) {
-          const Bf16x8 xv = load_bf16x8_raw(x + static_cast<int64_t>(i) * k + cu);
-          acc[0][i] += dot8(cur[u][0], xv);
-          acc[1][i] += dot8(cur[u][1], xv);
-        }
+        for (int i = 0; i < M; ++i)
+          accumulate<kFp8>(cur[u], x + static_cast<int64_t>(i) * k, cu, acc[0][i], acc[1][i]);
       }
     }
 #pragma unroll
@@ -302,11 +345,11 @@ int device_sms() {
 // The split whose grid fills its last wave of resident blocks best (ties to the smaller
 // split): measured on H200, a decode GEMV's time follows its wave count, so a 1.45-wave grid
 // loses a quarter of its bandwidth while the same matrix in 2.9 waves does not.
-int pick_split(int64_t num_pairs, int64_t k, int64_t resident_blocks) {
+int pick_split(int64_t num_pairs, int64_t k, int64_t chunk, int64_t resident_blocks) {
   int best = 1;
   double best_fill = -1.0;
   for (int split = 1; split <= 4; split *= 2) {
-    if (split > 1 && k < int64_t{2} * split * kChunk) break;
+    if (split > 1 && k < int64_t{2} * split * chunk) break;
     const int64_t blocks = (num_pairs * split + kWarps - 1) / kWarps;
     const int64_t waves = (blocks + resident_blocks - 1) / resident_blocks;
     const double fill = static_cast<double>(blocks) / static_cast<double>(waves * resident_blocks);
@@ -318,43 +361,55 @@ int pick_split(int64_t num_pairs, int64_t k, int64_t resident_blocks) {
   return best;
 }
 
-template <int M>
+template <int M, bool kFp8>
 int64_t resident_blocks(size_t smem) {
   int per_sm = 0;
-  OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M>, kThreads, smem));
+  OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<M, kFp8>, kThreads, smem));
   return static_cast<int64_t>(per_sm > 0 ? per_sm : 1) * device_sms();
 }
 
-template <int M>
-void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
+template <int M, bool kFp8>
+void launch_kernel(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(M * p.k * 2) : 0;
-  if (split == 0) split = pick_split(num_pairs, p.k, resident_blocks<M>(smem));
+  if (split == 0) split = pick_split(num_pairs, p.k, kChunk<kFp8>, resident_blocks<M, kFp8>(smem));
   if (smem > 48 * 1024) {
     static PerDeviceOnce raised;
     once_per_device(raised, [] {
-      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M>,
+      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M, kFp8>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                200 * 1024));
     });
   }
   const int64_t pairs_per_block = kWarps / split;
   const unsigned blocks = static_cast<unsigned>((num_pairs + pairs_per_block - 1) / pairs_per_block);
-  launch_programmatic(gemv_kernel<M>, dim3(blocks), dim3(kThreads), smem, stream, "gemv_kernel",
-                      p, split, half_span, static_cast<int>(num_pairs));
+  launch_programmatic(gemv_kernel<M, kFp8>, dim3(blocks), dim3(kThreads), smem, stream,
+                      kFp8 ? "gemv_kernel<fp8>" : "gemv_kernel", p, split, half_span,
+                      static_cast<int>(num_pairs));
+}
+
+template <int M>
+void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
+  if (p.w_fp8) launch_kernel<M, true>(p, split, half_span, num_pairs, stream);
+  else launch_kernel<M, false>(p, split, half_span, num_pairs, stream);
 }
 
 }  // namespace
 
-int gemv_auto_split(int64_t n, int64_t k) { return pick_split((n + 1) / 2, k, resident_blocks<1>(0)); }
+int gemv_auto_split(int64_t n, int64_t k) {
+  return pick_split((n + 1) / 2, k, kChunk<false>, resident_blocks<1, false>(0));
+}
 
 void gemv(const GemvParams& p, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(p.m >= 1 && p.m <= kGemvMaxRows, "m {} (1..{})", p.m, kGemvMaxRows);
   OPTIMATE_SHAPE_CHECK(p.k % 8 == 0 && p.k > 0 && p.n > 0 && p.n < (int64_t{1} << 30) &&
                            p.k < (int64_t{1} << 24),
                        "n {} k {} (k a multiple of 8)", p.n, p.k);
-  OPTIMATE_SHAPE_CHECK(p.w && (p.input == GemvInput::kBf16 ? p.x != nullptr
-                                                           : p.residual_in && p.norm_weight),
-                       "missing input or weight");
+  OPTIMATE_SHAPE_CHECK((p.w != nullptr) != (p.w_fp8 != nullptr) &&
+                           (p.input == GemvInput::kBf16 ? p.x != nullptr
+                                                        : p.residual_in && p.norm_weight),
+                       "missing input or weight (or both bf16 and FP8 weights)");
+  OPTIMATE_SHAPE_CHECK(!p.w_fp8 || (p.w_scale && p.k % 16 == 0),
+                       "FP8 weights need row scales and k a multiple of 16 (k {})", p.k);
   OPTIMATE_SHAPE_CHECK(p.input != GemvInput::kRmsNorm || p.m * p.k * 2 <= 200 * 1024,
                        "RMSNorm input of {} x {} does not fit shared memory", p.m, p.k);
   OPTIMATE_SHAPE_CHECK(p.split_k == 0 || p.split_k == 1 || p.split_k == 2 || p.split_k == 4 ||
@@ -395,17 +450,36 @@ void gemv(const GemvParams& p, cudaStream_t stream) {
   }
 }
 
-void gemv_linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
-                 void* y, bool out_f32, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+namespace {
+
+GemvParams plain_params(const __nv_bfloat16* x, const __nv_bfloat16* bias, void* y, bool out_f32, int64_t m,
+                        int64_t n, int64_t k) {
   GemvParams p;
   p.m = m;
   p.n = n;
   p.k = k;
   p.x = x;
-  p.w = w;
   p.bias = bias;
   p.y = y;
   p.epilogue = out_f32 ? GemvEpilogue::kStoreF32 : GemvEpilogue::kStoreBf16;
+  return p;
+}
+
+}  // namespace
+
+void gemv_linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
+                 void* y, bool out_f32, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  GemvParams p = plain_params(x, bias, y, out_f32, m, n, k);
+  p.w = w;
+  gemv(p, stream);
+}
+
+void gemv_linear_fp8(const __nv_bfloat16* x, const __nv_fp8_e4m3* w, const float* w_scale,
+                     const __nv_bfloat16* bias, void* y, bool out_f32, int64_t m, int64_t n, int64_t k,
+                     cudaStream_t stream) {
+  GemvParams p = plain_params(x, bias, y, out_f32, m, n, k);
+  p.w_fp8 = w;
+  p.w_scale = w_scale;
   gemv(p, stream);
 }
 

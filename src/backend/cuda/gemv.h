@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/kv_block.h"
@@ -22,6 +23,12 @@ inline constexpr int64_t kGemvMaxRows = 8;
 // (out_f32). Needs m <= kGemvMaxRows and k % 8 == 0 (16-byte rows).
 void gemv_linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias,
                  void* y, bool out_f32, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+
+// The same with FP8 weights: y[m, n] = (x . dequant(w)^T)[., j] * w_scale[j] (+ bias[n]), the
+// codes widened in registers and the bf16 x kept as it is. Needs k % 16 == 0.
+void gemv_linear_fp8(const __nv_bfloat16* x, const __nv_fp8_e4m3* w, const float* w_scale,
+                     const __nv_bfloat16* bias, void* y, bool out_f32, int64_t m, int64_t n, int64_t k,
+                     cudaStream_t stream);
 
 enum class GemvInput {
   kBf16,     // x [m, k] bf16
@@ -50,7 +57,9 @@ struct GemvParams {
   const float* residual_in = nullptr;          // kRmsNorm: [m, k]
   const __nv_bfloat16* norm_weight = nullptr;  // kRmsNorm: [k]
   float eps = 1e-5f;
-  const __nv_bfloat16* w = nullptr;            // [n, k]
+  const __nv_bfloat16* w = nullptr;            // [n, k], or null for FP8 weights:
+  const __nv_fp8_e4m3* w_fp8 = nullptr;        // [n, k] e4m3 codes (k % 16 == 0), and
+  const float* w_scale = nullptr;              // [n] their row scales, applied before bias
   const __nv_bfloat16* bias = nullptr;         // [n] or null
   void* y = nullptr;                           // kStore*, kSiluMul, kRopeKvWrite
   float* residual_out = nullptr;               // kAddResidual: [m, n]

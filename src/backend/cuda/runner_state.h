@@ -14,6 +14,7 @@
 #include "backend/cuda/kv_block.h"
 #include "backend/cuda/kv_swap.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/stage_timer.h"
@@ -33,6 +34,7 @@ struct CudaModelRunner::State {
   int num_sms = 0;
   cudaStream_t stream = nullptr;
   std::unique_ptr<Gemm> gemm;
+  std::unique_ptr<Fp8Gemm> fp8_gemm;  // FP8 weights only
 
   // KV cache: [num_layers, 2 (K, V), num_slots, slot_bytes] (kv_block.h).
   DeviceBuffer<uint8_t> kv_cache;
@@ -116,6 +118,9 @@ void bind_device(const CudaModelRunner::State& st);
 void init_host_tier(CudaModelRunner::State& st);
 void wait_for_copies(CudaModelRunner::State& st, const ForwardBatch& batch);
 void free_host_tier(CudaModelRunner::State& st);
+
+// The widest input of a linear layer (the FP8 activation scratch's row).
+int64_t runner_fp8_max_k(const ModelConfig& c);
 
 // Activation bytes for a configuration (the memory plan reserves them before the KV pool);
 // `tp`: a rank's split (its all-reduce and logits buffers), or null.
