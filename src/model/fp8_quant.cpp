@@ -55,7 +55,7 @@ void fp8_linear_reference(const float* x, int64_t m, const Fp8Matrix& w, float* 
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     float x_scale = 1.0f;
-    if (m > kFp8GemvMaxRows) {
+    if (fp8_rounds_activations(m, w.rows)) {
       x_scale = quantize_fp8_row(xi, k, xq.data());
       for (int64_t j = 0; j < k; ++j) xr[j] = fp8_decode(xq[j]);
     } else {

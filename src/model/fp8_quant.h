@@ -26,6 +26,12 @@ inline constexpr int64_t kFp8GemvMaxRows = 8;
 // Linear weights need rows of whole 16-byte loads (the GEMV) and cuBLASLt's FP8 alignment.
 inline constexpr int64_t kFp8ColsMultiple = 16;
 
+// Whether a linear layer of m tokens and n outputs rounds its activations per token (the FP8
+// GEMM path): past kFp8GemvMaxRows tokens, and only where cuBLASLt's FP8 kernels take the
+// width (n a multiple of 16; every projection of the models served is). Narrower products of
+// any width stay on the GEMV's path, eight rows at a time.
+inline bool fp8_rounds_activations(int64_t m, int64_t n) { return m > kFp8GemvMaxRows && n % 16 == 0; }
+
 // absmax / 448: the scale that maps a row's largest magnitude onto e4m3's largest finite value.
 inline float fp8_scale_for(float absmax) { return absmax / 448.0f; }
 
@@ -45,7 +51,7 @@ Fp8Matrix quantize_fp8_matrix(const float* values, int64_t rows, int64_t cols);
 float fp8_decode(uint8_t code);
 
 // y[m, n] = x[m, k] . dequant(w)^T, accumulated in fp32, each output scaled by its weight row's
-// scale, with x rounded per token to e4m3 (and its scale) first when m > kFp8GemvMaxRows. The
+// scale, with x rounded per token to e4m3 (and its scale) first when fp8_rounds_activations. The
 // reference both backends' FP8 kernels are tested against.
 void fp8_linear_reference(const float* x, int64_t m, const Fp8Matrix& w, float* y);
 

@@ -115,7 +115,7 @@ TEST(Fp8, LinearMatchesTheHostTwinOnEveryPath) {
       for (int64_t i = 0; i < cs.m; ++i)
         for (int64_t j = 0; j < cs.n; ++j) ref[i * cs.n + j] += b.values[j];
     const Fp8Weight fw{reinterpret_cast<const __nv_fp8_e4m3*>(d_codes.get()), d_scales.get()};
-    const bool wide = cs.m > kFp8GemvMaxRows;
+    const bool wide = fp8_rounds_activations(cs.m, cs.n);
     for (Fp8GemmPath path : wide ? std::vector<Fp8GemmPath>{Fp8GemmPath::kAuto, Fp8GemmPath::kScaleEpilogue}
                                  : std::vector<Fp8GemmPath>{Fp8GemmPath::kAuto}) {
       gemm.set_path(path);

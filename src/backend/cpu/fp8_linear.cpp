@@ -35,7 +35,7 @@ void fp8_linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens
   OPTIMATE_CHECK(!w.fp8_scales.empty(), "fp8_linear over a matrix that is not FP8");
   const float* in = x;
   s.scales.assign(static_cast<size_t>(num_tokens), 1.0f);
-  if (num_tokens > kFp8GemvMaxRows) {
+  if (fp8_rounds_activations(num_tokens, n)) {
     s.x.resize(static_cast<size_t>(num_tokens * k));
     s.codes.resize(static_cast<size_t>(k));
     for (int64_t t = 0; t < num_tokens; ++t) {

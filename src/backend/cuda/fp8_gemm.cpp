@@ -167,9 +167,14 @@ void Fp8Gemm::linear(const __nv_bfloat16* x, const Fp8Weight& w, const __nv_bflo
   OPTIMATE_SHAPE_CHECK(x && w.codes && w.scales && y, "null operand");
   if (m == 0) return;
   const bool gemv_rows = path_ == Fp8GemmPath::kGemv ? m <= kGemvMaxRows
-                                                     : path_ == Fp8GemmPath::kAuto && m <= kFp8GemvMaxRows;
+                                                     : path_ == Fp8GemmPath::kAuto && !fp8_rounds_activations(m, n);
   if (gemv_rows) {
-    gemv_linear_fp8(x, w.codes, w.scales, bias, y, out == GemmOutput::kF32, m, n, k, stream);
+    const int64_t out_bytes = out == GemmOutput::kF32 ? 4 : 2;
+    for (int64_t r0 = 0; r0 < m; r0 += kGemvMaxRows) {
+      const int64_t rows = std::min<int64_t>(kGemvMaxRows, m - r0);
+      gemv_linear_fp8(x + r0 * k, w.codes, w.scales, bias, static_cast<uint8_t*>(y) + r0 * n * out_bytes,
+                      out == GemmOutput::kF32, rows, n, k, stream);
+    }
     return;
   }
   OPTIMATE_SHAPE_CHECK(m <= max_rows_ && k <= max_k_, "m {} k {} past the FP8 scratch of {} x {}", m, k,
