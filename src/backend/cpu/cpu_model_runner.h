@@ -19,6 +19,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/cpu_weights.h"
+#include "backend/cpu/micro_batches.h"
 #include "backend/cpu/q8_activations.h"
 #include "backend/model_runner.h"
 #include "model/weights.h"
@@ -52,6 +53,9 @@ struct CpuRunnerOptions {
   CpuActivations activations = CpuActivations::kQ8;
   // Instruction set of the integer kernels; empty: the best this processor runs.
   std::optional<CpuIsa> isa;
+  // Tokens a forward pass runs at once: a larger batch runs in parts of at most this many, one
+  // after the other (micro_batches.h), so the activation scratch holds one part. 0: no limit.
+  int64_t max_step_tokens = kCpuMicroBatchTokens;
 };
 
 // One rank of a model split by tensor parallelism (parallel/tp_partition.h): the runner is built
@@ -108,6 +112,8 @@ class CpuModelRunner final : public ModelRunner {
   };
 
   void check_batch(const ForwardBatch& batch) const;
+  // One part of at most max_step_tokens_ tokens (checked), its logit rows into `logits`.
+  void run_part(const ForwardBatch& batch, float* logits);
   void prepare(const ForwardBatch& batch);
   void run_layer(int64_t layer, int64_t num_tokens);
   // y = x w^T (+ y) on the path the options chose.
@@ -123,6 +129,7 @@ class CpuModelRunner final : public ModelRunner {
   KvCacheShape kv_shape_;
   AttentionDims attn_dims_;
   int num_threads_ = 1;
+  int64_t max_step_tokens_ = 0;
   std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
   CpuActivations activations_ = CpuActivations::kQ8;
   CpuIsa isa_ = CpuIsa::kAvx2;
