@@ -3,7 +3,7 @@
 // file's Q4_1/Q8_0 blocks with 8-bit activations and integer kernels (q8, the default), the
 // same blocks with fp32 activations (f32, the reference), and every weight widened to fp32
 // (fp32 weights); and the default path over each KV cache precision (BM_DecodeKv,
-// BM_Prefill128Kv). Skipped when the model file is absent.
+// BM_Prefill128Kv) and from an empty context (BM_DecodeEmpty). Skipped when the model file is absent.
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -70,19 +70,20 @@ std::vector<int32_t> prompt(int64_t n) {
   return ids;
 }
 
-// Decodes one token per iteration after a 32-token prompt, context growing to 512 and wrapping.
-void decode(benchmark::State& state, CpuModelRunner* runner) {
+// Decodes one token per iteration at positions [first, last), wrapping back to `first`: after
+// a 32-token prompt up to 512 by default; from an empty context (first 0) without a prompt.
+void decode(benchmark::State& state, CpuModelRunner* runner, int64_t first = 32, int64_t last = 512) {
   const auto table = block_table();
-  const auto ids = prompt(32);
+  const auto ids = prompt(first);
   std::vector<float> logits;
-  runner->forward({.seqs = {{.token_ids = ids, .block_table = table}}}, logits);
-  int64_t pos = 32;
+  if (first > 0) runner->forward({.seqs = {{.token_ids = ids, .block_table = table}}}, logits);
+  int64_t pos = first;
   int32_t token = 42;
   for (auto _ : state) {
     runner->forward({.seqs = {{.token_ids = std::span<const int32_t>(&token, 1), .start_pos = pos, .block_table = table}}},
                     logits);
     benchmark::DoNotOptimize(logits.data());
-    pos = pos + 1 < 512 ? pos + 1 : 32;
+    pos = pos + 1 < last ? pos + 1 : first;
   }
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["weight MB"] = static_cast<double>(runner->weight_bytes()) / 1e6;
@@ -195,6 +196,13 @@ void BM_DecodeKv(benchmark::State& state) {
   decode(state, make_runner(state, static_cast<int>(state.range(0)), 2, kKvPrecisions[state.range(1)]).get());
 }
 BENCHMARK(BM_DecodeKv)->ArgsProduct({{1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// The default path from an empty context, positions 0 to 63 over and over: what llama.cpp's
+// llama-bench measures with -p 0 -n 64.
+void BM_DecodeEmpty(benchmark::State& state) {
+  if (!model()) return state.SkipWithError((kModel + " not present").c_str());
+  decode(state, make_runner(state, static_cast<int>(state.range(0)), 2, kKvPrecisions[state.range(1)]).get(), 0, 64);
+}
+BENCHMARK(BM_DecodeEmpty)->ArgsProduct({{1, 2}, {1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_Prefill128Kv(benchmark::State& state) {
   if (!model()) return state.SkipWithError((kModel + " not present").c_str());
   prefill128(state, make_runner(state, static_cast<int>(state.range(0)), 2, kKvPrecisions[state.range(1)]).get());

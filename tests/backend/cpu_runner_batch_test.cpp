@@ -134,6 +134,38 @@ TEST(CpuRunner, TokenByTokenMatchesOneChunkOnMoreThreads) {
   expect_close(step, whole, "last prompt token");
 }
 
+TEST(CpuRunner, MicroBatchesGiveTheWholeBatchsLogits) {
+  // Parts of 5 tokens cut every prompt, one of them in three, and put pieces of different
+  // sequences in one part; the logits must be the one-pass runner's, all_logits rows included.
+  const ModelConfig config = testing::tiny_config();
+  const ModelWeights weights = testing::tiny_weights(config, 9);
+  CpuModelRunner whole(config, weights, {.num_kv_blocks = 64, .block_size = kBlockSize, .num_threads = 2,
+                                         .max_step_tokens = 0});
+  CpuModelRunner parts(config, weights, {.num_kv_blocks = 64, .block_size = kBlockSize, .num_threads = 2,
+                                         .max_step_tokens = 5});
+  const std::vector<Seq> seqs = make_seqs();
+  std::vector<std::vector<float>> logits(2);
+  CpuModelRunner* runners[] = {&whole, &parts};
+  for (int r = 0; r < 2; ++r) {
+    ForwardBatch batch;
+    for (size_t i = 0; i < seqs.size(); ++i)
+      batch.seqs.push_back({.token_ids = seqs[i].prompt, .block_table = seqs[i].blocks, .want_logits = i != 1,
+                            .all_logits = i == 2});
+    runners[r]->forward(batch, logits[r]);
+    // Then a decode step of every sequence, against the cache the parts wrote.
+    std::vector<float> step;
+    ForwardBatch decode;
+    for (const Seq& s : seqs)
+      decode.seqs.push_back({.token_ids = std::span<const int32_t>(s.decode).first(1),
+                             .start_pos = static_cast<int64_t>(s.prompt.size()), .block_table = s.blocks});
+    runners[r]->forward(decode, step);
+    logits[r].insert(logits[r].end(), step.begin(), step.end());
+  }
+  // Rows: seq 0's last token, seq 2's 17 tokens, then the three decodes.
+  ASSERT_EQ(static_cast<int64_t>(logits[0].size()), (1 + 17 + 3) * config.vocab_size);
+  expect_close(logits[1], logits[0], "micro-batches of 5 tokens");
+}
+
 TEST(CpuRunner, RejectsBadSlices) {
   const ModelConfig config = testing::tiny_config();
   const ModelWeights weights = testing::tiny_weights(config, 5);

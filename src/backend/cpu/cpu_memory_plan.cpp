@@ -56,18 +56,24 @@ CpuMemoryPlan plan_cpu_memory(const ModelConfig& c, const CpuMemoryLimits& l, in
          l.max_model_len, blocks_per_seq * per_block / 1e6, 100 * kKvShareOfAvailable, l.available_bytes / 1e6);
   p.num_kv_blocks = blocks;
   p.kv_bytes = blocks * per_block;
-  p.activation_bytes = cpu_activation_bytes(c, std::max<int64_t>(1, l.max_num_batched_tokens), l.max_num_seqs,
-                                            l.max_model_len, num_threads);
+  p.scratch_tokens = std::max<int64_t>(1, l.max_num_batched_tokens);
+  if (l.max_step_tokens > 0) p.scratch_tokens = std::min(p.scratch_tokens, l.max_step_tokens);
+  p.activation_bytes = cpu_activation_bytes(c, p.scratch_tokens, l.max_num_seqs, l.max_model_len, num_threads);
+  p.logit_rows = l.max_num_seqs;
+  p.logits_bytes = l.max_num_seqs * c.vocab_size * static_cast<int64_t>(sizeof(float));
   return p;
 }
 
 std::string CpuMemoryPlan::describe() const {
-  std::string s = fmt::format("KV cache {:.1f} MB ({} blocks{}", kv_bytes / 1e6, num_kv_blocks,
+  std::string s = fmt::format("KV cache {:.1f} MB reserved ({} blocks{}", kv_bytes / 1e6, num_kv_blocks,
                               fixed ? " as configured" : "");
   if (kv_capped)
     s += fmt::format("; max_num_seqs x max_model_len would need {:.1f} MB, capped at {:.0f}% of available memory",
                      kv_bytes_needed / 1e6, 100 * kKvShareOfAvailable);
-  s += fmt::format(", pages mapped as written), activations up to {:.1f} MB", activation_bytes / 1e6);
+  s += fmt::format(", resident only as blocks are written), activations up to {:.1f} MB (scratch for {} tokens at "
+                   "once {:.1f} MB, logits of {} sequences {:.1f} MB)",
+                   activation_bytes / 1e6, scratch_tokens, (activation_bytes - logits_bytes) / 1e6,
+                   logit_rows, logits_bytes / 1e6);
   return s;
 }
 

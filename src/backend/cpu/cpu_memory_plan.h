@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cpu/micro_batches.h"
 #include "model/model_config.h"
 
 namespace optimate::cpu {
@@ -26,6 +27,7 @@ struct CpuMemoryLimits {
   int64_t available_bytes = 0;        // what the OS reports (available_memory_bytes())
   int64_t fixed_kv_blocks = 0;        // the user's size (--num-kv-blocks, --kv-cache-memory); 0: plan it
   int64_t kv_bytes_per_block = 0;     // K and V of one block, every layer; 0: fp32 (cpu_kv_bytes_per_block)
+  int64_t max_step_tokens = kCpuMicroBatchTokens;  // tokens the runner runs at once (CpuRunnerOptions); 0: all
 };
 
 struct CpuMemoryPlan {
@@ -34,9 +36,12 @@ struct CpuMemoryPlan {
   int64_t kv_bytes_needed = 0;  // for max_num_seqs x max_model_len tokens
   bool kv_capped = false;       // needed more than kKvShareOfAvailable of available memory
   bool fixed = false;           // the user's size
-  int64_t activation_bytes = 0;  // the runner's scratch at max_num_batched_tokens
+  int64_t activation_bytes = 0;  // the runner's scratch for one part of a step, and the step's logits
+  int64_t scratch_tokens = 0;    // tokens of that part: max_num_batched_tokens, at most max_step_tokens
+  int64_t logit_rows = 0;        // max_num_seqs: a step's logit rows
+  int64_t logits_bytes = 0;      // those rows' logits (within activation_bytes)
 
-  // "KV 112.5 MB (...) activations 30.1 MB", for the startup log.
+  // "KV cache 112.5 MB reserved (...), activations up to 30.1 MB (...)", for the startup log.
   std::string describe() const;
 };
 

@@ -74,6 +74,9 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   activations_ = options.activations;
   isa_ = options.isa.value_or(best_cpu_isa());
   num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
+  if (options.max_step_tokens < 0)
+    fail(ErrorCode::kInvalidArgument, "max_step_tokens must be >= 0, got {}", options.max_step_tokens);
+  max_step_tokens_ = options.max_step_tokens;
   pool_ = std::make_unique<CpuThreadPool>(num_threads_);
   use_single_threaded_blas();
 
@@ -321,11 +324,26 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
 
 void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   check_batch(batch);
+  int64_t tokens = 0, rows = 0;
+  for (const SeqSlice& s : batch.seqs) {
+    const int64_t n = static_cast<int64_t>(s.token_ids.size());
+    tokens += n;
+    rows += s.all_logits ? n : s.want_logits ? 1 : 0;
+  }
+  logits.resize(static_cast<size_t>(rows * config_.vocab_size));
+  if (max_step_tokens_ == 0 || tokens <= max_step_tokens_) return run_part(batch, logits.data());
+  float* out = logits.data();
+  for (const ForwardBatch& part : split_batch(batch, max_step_tokens_)) {
+    run_part(part, out);
+    out += static_cast<int64_t>(s_.logit_rows.size()) * config_.vocab_size;
+  }
+}
+
+void CpuModelRunner::run_part(const ForwardBatch& batch, float* logits) {
   prepare(batch);
   const int64_t t = static_cast<int64_t>(s_.positions.size());
   const int64_t hidden = config_.hidden_size;
   const int64_t num_logit_rows = static_cast<int64_t>(s_.logit_rows.size());
-  logits.resize(static_cast<size_t>(num_logit_rows * config_.vocab_size));
   if (t == 0) return;
 
   rope_tables(s_.positions, inv_freq_, s_.rope_cos.data(), s_.rope_sin.data());
@@ -337,7 +355,7 @@ void CpuModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logi
   for (int64_t r = 0; r < num_logit_rows; ++r)
     rms_norm(s_.x.data() + s_.logit_rows[r] * hidden, weights_.final_norm.data(),
              s_.last.data() + r * hidden, 1, hidden, config_.rms_norm_eps);
-  lm_head(logits.data(), num_logit_rows);
+  lm_head(logits, num_logit_rows);
 }
 
 }  // namespace optimate::cpu

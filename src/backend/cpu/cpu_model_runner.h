@@ -20,6 +20,7 @@
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/fp8_linear.h"
+#include "backend/cpu/micro_batches.h"
 #include "backend/cpu/q8_activations.h"
 #include "model/fp8_quant.h"
 #include "backend/model_runner.h"
@@ -57,6 +58,9 @@ struct CpuRunnerOptions {
   // kFp8: the linear projections (not the embedding or LM head) as the GPU's FP8 weights
   // compute them (fp8_linear.h). A whole model only, not a tensor-parallel rank.
   WeightQuantization quantization = WeightQuantization::kNone;
+  // Tokens a forward pass runs at once: a larger batch runs in parts of at most this many, one
+  // after the other (micro_batches.h), so the activation scratch holds one part. 0: no limit.
+  int64_t max_step_tokens = kCpuMicroBatchTokens;
 };
 
 // One rank of a model split by tensor parallelism (parallel/tp_partition.h): the runner is built
@@ -114,6 +118,8 @@ class CpuModelRunner final : public ModelRunner {
   };
 
   void check_batch(const ForwardBatch& batch) const;
+  // One part of at most max_step_tokens_ tokens (checked), its logit rows into `logits`.
+  void run_part(const ForwardBatch& batch, float* logits);
   void prepare(const ForwardBatch& batch);
   void run_layer(int64_t layer, int64_t num_tokens);
   // y = x w^T (+ y) on the path the options chose.
@@ -129,6 +135,7 @@ class CpuModelRunner final : public ModelRunner {
   KvCacheShape kv_shape_;
   AttentionDims attn_dims_;
   int num_threads_ = 1;
+  int64_t max_step_tokens_ = 0;
   std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
   CpuActivations activations_ = CpuActivations::kQ8;
   CpuIsa isa_ = CpuIsa::kAvx2;

@@ -68,6 +68,8 @@ void tile(const Q8Matrix& w, int64_t r0, const Q8Activations& x, int64_t t0, flo
       const float* xs = x.scale_unit(u, t0) + 8 * h;
       const float* xl = x.sum_unit(u, t0) + 8 * h;
       for (int i = 0; i < R; ++i) {
+        if constexpr (M <= kQ8PrefetchTokens)
+          if (h == 0) q8_prefetch(w.row(r0 + i) + u * w.unit_bytes);
         const Half wh = load_half<kFour, kGroup16, kBiased, kHalf>(w.row(r0 + i) + u * w.unit_bytes, h);
         for (int t = 0; t < M; ++t) {
           __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + kQ8Unit * t));

@@ -5,8 +5,9 @@
 #include <immintrin.h>
 
 // GCC 12 reports the deliberately undefined pass-through operands inside its own AVX-512
-// intrinsics (_mm512_undefined_*) as maybe-uninitialized; they are never read.
+// intrinsics (_mm512_undefined_*) as uninitialized or maybe so; they are never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "backend/cpu/q8_kernels.h"
 #include "core/error.h"
@@ -70,6 +71,7 @@ OPTIMATE_AVX512_VNNI void tile(const Q8Matrix& w, int64_t r0, const Q8Activation
     const float* xs = x.scale_unit(u, t0);
     const float* xl = x.sum_unit(u, t0);
     for (int i = 0; i < R; ++i) {
+      if constexpr (M <= kQ8PrefetchTokens) q8_prefetch(row[i] + u * w.unit_bytes);
       const Unit wu = load_unit<kFour, kGroup16, kHalf>(row[i] + u * w.unit_bytes);
       for (int t = 0; t < M; ++t) {
         const __m512i dot =

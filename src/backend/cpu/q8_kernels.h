@@ -13,6 +13,8 @@
 // decoded weight unit (prompts).
 #pragma once
 
+#include <immintrin.h>
+
 #include <cstdint>
 
 #include "backend/cpu/cpu_isa.h"
@@ -20,6 +22,17 @@
 #include "backend/cpu/q8_matrix.h"
 
 namespace optimate::cpu {
+
+// Groups of up to this many tokens (decode) do too little arithmetic per weight byte for the
+// hardware prefetcher alone to keep the weights streaming: each unit the kernels read asks for
+// the bytes kQ8PrefetchBytes further on in the matrix (rows lie one after the other). On SmolLM2's
+// single-sequence decode this took 1 thread from 37 to 55 tok/s (distances of 2-16 KB measured
+// side by side, 4 KB the best; docs/benchmarks.md).
+inline constexpr int kQ8PrefetchTokens = 2;
+inline constexpr int64_t kQ8PrefetchBytes = 4096;
+inline void q8_prefetch(const uint8_t* unit) {
+  _mm_prefetch(reinterpret_cast<const char*>(unit) + kQ8PrefetchBytes, _MM_HINT_T0);
+}
 
 // y[t * out_stride + r] (+)= w.row(r) . x.row(t0 + t) for rows [row0, row0 + rows) and
 // t < num_tokens (1 to q8_max_tokens(isa)); y points at token t0's row of the output.
