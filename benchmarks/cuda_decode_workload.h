@@ -2,6 +2,7 @@
 // (token ids and block tables) prefilled in steps that fit the token budget.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -9,6 +10,11 @@
 #include "model/model_config.h"
 
 namespace optimate::cuda::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// Wall seconds since t (host timing of whole steps, graph replays included).
+inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 inline ModelConfig llama3_8b(int64_t layers) {
   ModelConfig c;

@@ -37,11 +37,10 @@ using bench::llama3_8b;
 using bench::make_seqs;
 using bench::prefill_all;
 using bench::Seqs;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::seconds_since;
 
 namespace {
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 #if OPTIMATE_HAVE_NCCL
 // ncclAllReduce of fp32 over `n` GPUs, one thread a rank: microseconds per call (the slowest
