@@ -18,14 +18,6 @@ namespace {
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr size_t kSumFloats = size_t{16} << 20;  // 64 MiB of fp32 sums per chunk of rows
 
-// The scale-epilogue path's sums are [m, sum_ld(n)]: rows padded to 16 floats, so every row
-// starts 64-byte aligned whatever n is.
-int64_t sum_ld(int64_t n) { return (n + 15) / 16 * 16; }
-
-void set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
-  const uint64_t v = static_cast<uint64_t>(cols);
-  OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &v, sizeof(v)));
-}
 
 template <typename T>
 void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
@@ -84,7 +76,7 @@ Fp8Gemm::Plan& Fp8Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bo
   }
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n, k));
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, m, k));
-  OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, n, m, outer ? n : sum_ld(n)));
+  OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, out_type, n, m, n));
 
   if (!accepted) return plans_.emplace(key, p).first->second;  // usable stays false
 
@@ -119,8 +111,8 @@ bool Fp8Gemm::run_outer(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, 
     Plan& p = plan(m, n, k, out, bias != nullptr, exact, true);
     if (!p.usable) continue;
     if (p.rows != m) {
-      set_cols(p.b, m);
-      set_cols(p.c, m);
+      gemm_set_cols(p.b, m);
+      gemm_set_cols(p.c, m);
       p.rows = m;
     }
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, static_cast<const void*>(w.scales));
@@ -134,7 +126,7 @@ bool Fp8Gemm::run_outer(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, 
 
 void Fp8Gemm::run_epilogue(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m,
                            int64_t n, int64_t k, cudaStream_t stream) {
-  const int64_t ld = sum_ld(n);
+  const int64_t ld = n;
   OPTIMATE_SHAPE_CHECK(ld <= static_cast<int64_t>(kSumFloats), "n {} too wide for the FP8 sums", n);
   const int64_t chunk = std::min<int64_t>(m, static_cast<int64_t>(kSumFloats) / ld);
   const int64_t out_bytes = out == GemmOutput::kF32 ? 4 : 2;
@@ -147,8 +139,8 @@ void Fp8Gemm::run_epilogue(const Fp8Weight& w, const __nv_bfloat16* bias, void* 
       Plan& p = plan(rows, n, k, GemmOutput::kF32, false, exact, false);
       if (!p.usable) continue;
       if (p.rows != rows) {
-        set_cols(p.b, rows);
-        set_cols(p.c, rows);
+        gemm_set_cols(p.b, rows);
+        gemm_set_cols(p.c, rows);
         p.rows = rows;
       }
       if ((done = matmul(p, w.codes, b, sums_.get(), stream))) break;
@@ -177,6 +169,7 @@ void Fp8Gemm::linear(const __nv_bfloat16* x, const Fp8Weight& w, const __nv_bflo
     }
     return;
   }
+  OPTIMATE_SHAPE_CHECK(n % 16 == 0, "n {}: cuBLASLt's FP8 kernels take widths in multiples of 16", n);
   OPTIMATE_SHAPE_CHECK(m <= max_rows_ && k <= max_k_, "m {} k {} past the FP8 scratch of {} x {}", m, k,
                        max_rows_, max_k_);
   quantize_fp8_rows(x, m, k, reinterpret_cast<__nv_fp8_e4m3*>(x_codes_.get()), x_scales_.get(), stream);

@@ -29,14 +29,10 @@ int64_t gemm_algo_rows(int64_t m) {
   return (m + step - 1) / step * step;
 }
 
-namespace {
-
-void set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
+void gemm_set_cols(cublasLtMatrixLayout_t layout, int64_t cols) {
   const uint64_t v = static_cast<uint64_t>(cols);
   OPTIMATE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &v, sizeof(v)));
 }
-
-}  // namespace
 
 Gemm::Plan& Gemm::plan(int64_t m, int64_t n, int64_t k, GemmOutput out, bool bias, bool exact) {
   if (!exact) m = gemm_algo_rows(m);
@@ -103,8 +99,8 @@ void Gemm::linear(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfl
   for (bool exact : {false, true}) {
     Plan& p = plan(m, n, k, out, bias != nullptr, exact);
     if (p.rows != m) {
-      set_cols(p.b, m);
-      set_cols(p.c, m);
+      gemm_set_cols(p.b, m);
+      gemm_set_cols(p.c, m);
       p.rows = m;
     }
     if (bias) {

@@ -24,6 +24,10 @@ inline constexpr int64_t kGemvFasterRows = 2;
 // multiples of 16 up to 256, of 64 up to 2048, of 256 past that.
 int64_t gemm_algo_rows(int64_t m);
 
+// Sets a cuBLASLt layout's column count (a cached plan reused for another row count of its
+// bucket).
+void gemm_set_cols(cublasLtMatrixLayout_t layout, int64_t cols);
+
 // Owns the cuBLASLt handle, a workspace, and one cached plan (descriptors + algorithm) per
 // problem shape, so steady-state calls (and CUDA graph capture) do no heuristic search.
 class Gemm {
