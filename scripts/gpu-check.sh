@@ -21,6 +21,9 @@
 #                             long-context load recompute vs swap vs auto (optimate bench)
 #   overload/ overload.log    priority under sustained overload through optimate serve
 #                             (scripts/gpu-priority-overload.sh)
+#   serving/ serving.log      the `serving` stage: the mixed prefill-heavy load served over HTTP
+#                             (scripts/gpu-serving.sh; OPTIMATE_SERVING_VARIANTS, default
+#                             "bf16 fp8"), with the server's own profile of each run
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
 #   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
 #   adaptive/ adaptive.log    the adaptive controller against the default configuration on
@@ -38,8 +41,8 @@
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp and fp8): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8 and serving): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8 serving
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -59,7 +62,7 @@ note() { echo "$*" | tee -a "$summary"; }
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
 want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate python} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
-calibrate_status=0 overload_status=0 adaptive_status=0
+calibrate_status=0 overload_status=0 adaptive_status=0 serving_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -331,6 +334,16 @@ elif want overload; then
   overload_status=$?
   tail -6 "$out/overload.log" | tee -a "$summary"
 fi
+if want serving && [[ $full -eq 0 ]]; then
+  skipped serving
+  serving_status=1
+elif want serving; then
+  note "== the mixed prefill-heavy load served over HTTP (optimate serve + bench --url, with the server's profile)"
+  "$root/scripts/gpu-serving.sh" "$build/optimate" "$out/serving" ${OPTIMATE_SERVING_VARIANTS:-bf16 fp8} \
+    >"$out/serving.log" 2>&1
+  serving_status=$?
+  grep -E "^\| (server|bf16|fp8) " "$out/serving.log" | tee -a "$summary"
+fi
 if want calibrate && [[ $full -eq 0 ]]; then
   skipped calibrate
   calibrate_status=1
@@ -415,5 +428,5 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status"
-[[ $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status"
+[[ $serving_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

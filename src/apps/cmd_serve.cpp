@@ -27,6 +27,7 @@
 #include "core/logging.h"
 #include "engine/engine.h"
 #include "metrics/optimizer_metrics.h"
+#include "metrics/step_profile_metrics.h"
 #include "metrics/registry.h"
 #include "metrics/serving_metrics.h"
 #include "server/cors.h"
@@ -135,8 +136,10 @@ void run_serve(ServeOptions& o) {
   metrics::Registry registry;
   metrics::ServingMetrics metrics(registry, served_name, engine.limits().max_model_len);
   metrics::OptimizerMetrics optimizer_metrics(registry, served_name);
+  metrics::StepProfileMetrics step_profile_metrics(registry, served_name);
   server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
   backend.set_optimizer_metrics(&optimizer_metrics);
+  backend.set_step_profile_metrics(&step_profile_metrics);
 
   server::Router router(o.api_key);
   const SteadyClock clock;

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/sampling_params.h"
@@ -70,6 +72,13 @@ struct SampleSpec {
   int64_t output_index = 0;  // tokens the sequence generated before this one
 };
 
+// What a runner measured of the step it ran last (engine/step_profile.h).
+struct StepDeviceTimes {
+  double busy_s = 0.0;  // the device, from the step's first operation to its last
+  // Seconds per stage of the forward pass, when the step was timed by stage; empty otherwise.
+  std::vector<std::pair<std::string, double>> stages;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -105,6 +114,12 @@ class ModelRunner {
   // Bytes of the weights as the runner holds them (the embedding table included), or 0 when
   // the runner holds none (a simulation).
   virtual int64_t weight_bytes() const { return 0; }
+  // Asks for the next step to be timed by stage (a step so timed may run slower: a GPU runner
+  // records an event per stage and launches it eagerly). Runners that cannot ignore it.
+  virtual void time_next_step_by_stage() {}
+  // What the runner measured of its last forward; false when it measures nothing (the CPU
+  // runner, whose steps are the host's time).
+  virtual bool last_step_device_times(StepDeviceTimes& out) const { return false; }
 };
 
 }  // namespace optimate

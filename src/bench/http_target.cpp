@@ -3,17 +3,20 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <optional>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "bench/completion_stream.h"
 #include "bench/http_url.h"
 #include "bench/keep_alive_connection.h"
+#include "bench/step_profile_report.h"
 #include "core/error.h"
 
 namespace optimate::bench {
@@ -88,6 +91,27 @@ std::string check_server(net::io_context& ioc, const Server& server, const std::
     return j["data"][0]["id"].get<std::string>();
   fail(ErrorCode::kInvalidArgument, "GET {}/v1/models lists no model id; name it with --served-model-name",
        server.url);
+}
+
+// The server's step-profile totals from GET /metrics; nullopt, and why in `unavailable`, when
+// it exports none (a server other than Optimate's) or does not answer.
+std::optional<StepProfile> fetch_step_profile(net::io_context& ioc, const Server& server, std::string& unavailable) {
+  Reply reply;
+  const HttpRequest request = make_request(http::verb::get, "/metrics", server, "");
+  net::co_spawn(ioc, fetch(server, request, reply), rethrow);
+  run_to_end(ioc);
+  if (!reply.transport_error.empty() || reply.status != 200) {
+    unavailable = reply.transport_error.empty() ? fmt::format("GET /metrics answered HTTP {}", reply.status)
+                                                : "GET /metrics: " + reply.transport_error;
+    return std::nullopt;
+  }
+  bool found = false;
+  StepProfile p = parse_step_profile(reply.body, found);
+  if (!found) {
+    unavailable = "the server's /metrics has no optimate:engine_step_phase_seconds (not an Optimate server)";
+    return std::nullopt;
+  }
+  return p;
 }
 
 struct RunState {
@@ -173,10 +197,17 @@ RunResult run_http(const std::string& url, const Workload& workload, const HttpT
   RunResult run;
   run.target = url;
   run.records.resize(workload.requests.size());
+  const std::optional<StepProfile> before = fetch_step_profile(ioc, server, run.step_profile_unavailable);
   RunState state{workload, server, model, progress, run, Clock::now(), followers(workload)};
   state.num_independent = num_independent(workload);
   for (int64_t c = 0; c < connections; ++c) net::co_spawn(ioc, worker(state), rethrow);
   run_to_end(ioc);
+  // Without the series before the run (an older server that creates them on its first step),
+  // the totals after it are the run's when the server started fresh.
+  if (const std::optional<StepProfile> after = fetch_step_profile(ioc, server, run.step_profile_unavailable)) {
+    run.step_profile = before ? step_profile_delta(*after, *before) : *after;
+    run.step_profile_unavailable.clear();
+  }
   return run;
 }
 

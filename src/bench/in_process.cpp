@@ -1,5 +1,7 @@
 #include "bench/in_process.h"
 
+#include "bench/step_profile_report.h"
+
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -194,6 +196,7 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   const EngineStats after = engine.stats();
   run.num_preemptions = after.num_preemptions - stats_before.num_preemptions;
   run.engine = engine_totals(stats_before, after);
+  run.step_profile = step_profile_delta(after.step_profile, stats_before.step_profile);
   run.gpu = gpu->stop();
   return run;
 }

@@ -38,6 +38,8 @@ class ObservedRunner final : public ModelRunner {
     return true;
   }
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  void time_next_step_by_stage() override { inner_->time_next_step_by_stage(); }
+  bool last_step_device_times(StepDeviceTimes& out) const override { return inner_->last_step_device_times(out); }
   StepCapacity capacity() const override { return inner_->capacity(); }
   void requantize(std::span<const RequantizeOp> ops) override { inner_->requantize(ops); }
   void copy_kv(std::span<const kv::KvCopy> copies) override {

@@ -9,6 +9,7 @@
 #include "bench/plots.h"
 #include "bench/report_json.h"
 #include "bench/report_markdown.h"
+#include "bench/step_profile_report.h"
 #include "core/error.h"
 
 namespace optimate::bench {
@@ -31,6 +32,13 @@ std::string write_report_files(const std::string& dir, const std::string& comman
 
   const std::string target = runs.empty() ? "" : runs.front().target;
   std::string md = render_markdown(summaries, fmt::format("{} on {}", spec.name, target));
+  std::string profiles;
+  for (const RunResult& r : runs) {
+    if (r.step_profile) profiles += render_step_profile(r.label, *r.step_profile);
+    else if (!r.step_profile_unavailable.empty())
+      profiles += fmt::format("\n{}: no engine profile ({}).\n", r.label, r.step_profile_unavailable);
+  }
+  if (!profiles.empty()) md += "\n### Where the engine's time went\n" + profiles;
   md += fmt::format("\nCommand: `{}`\n", command);
   // Queue time exists only where the target reports admission (not over HTTP).
   const bool has_queue_time = std::any_of(summaries.begin(), summaries.end(),

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "bench/step_profile_report.h"
+
 namespace optimate::bench {
 namespace {
 
@@ -124,9 +126,12 @@ json run_to_json(const RunResult& run, const RunSummary& summary) {
   json gpu_samples = json::array();
   for (const GpuSample& g : run.gpu.samples)
     gpu_samples.push_back({{"t_s", num(g.t_s)}, {"util_pct", num(g.util_pct)}, {"memory_used_bytes", num(g.memory_used_bytes)}});
-  return {{"label", run.label}, {"description", run.description}, {"target", run.target},
-          {"summary", summary_to_json(summary)}, {"records", records}, {"steps", steps},
-          {"gpu_samples", gpu_samples}};
+  json out = {{"label", run.label}, {"description", run.description}, {"target", run.target},
+              {"summary", summary_to_json(summary)}, {"records", records}, {"steps", steps},
+              {"gpu_samples", gpu_samples}};
+  if (run.step_profile) out["step_profile"] = step_profile_json(*run.step_profile);
+  else out["step_profile_unavailable"] = run.step_profile_unavailable;
+  return out;
 }
 
 json report_to_json(const WorkloadSpec& spec, const std::vector<RunResult>& runs,

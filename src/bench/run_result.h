@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/step_profile.h"
 
 namespace optimate::bench {
 
@@ -77,6 +80,10 @@ struct RunResult {
   int64_t num_preemptions = 0;  // engine-wide count (in-process targets)
   EngineTotals engine;          // in-process targets
   GpuUsage gpu;
+  // The engine's account of where the run's time went: in-process, or from an Optimate
+  // server's /metrics before and after the run; absent otherwise, and why.
+  std::optional<StepProfile> step_profile;
+  std::string step_profile_unavailable;
 };
 
 }  // namespace optimate::bench

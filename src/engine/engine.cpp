@@ -84,6 +84,7 @@ Engine::Engine(EngineConfig config, EngineParts parts)
                                                   optimizers_->policies(), *clock_);
   apply_hot_settings();
   apply_policies();
+  profiler_ = StepProfiler(config_.stage_profile_interval);
   outputs_ = std::make_unique<OutputProcessor>(codec_);
   sampler_ = std::make_unique<sampling::Sampler>(runner_->config().vocab_size);
   next_seed_ = mix_seed(config_.seed);
@@ -245,11 +246,13 @@ void Engine::finish_output(RequestOutput& out) {
 }
 
 std::vector<RequestOutput> Engine::step() {
+  const int64_t start_ns = clock_->now_ns();
+  if (last_step_end_ns_) profiler_.add_phase("between", start_ns - *last_step_end_ns_);
+  last_step_end_ns_.reset();
   std::vector<RequestOutput> out = std::move(pending_);
   pending_.clear();
   take_faults();
   tick_controller();
-  const int64_t start_ns = clock_->now_ns();
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const sched::StepPlan plan = schedule_guarded();
   if (decisions_) {
@@ -265,6 +268,7 @@ std::vector<RequestOutput> Engine::step() {
     if (scheduler_->has_unfinished() && plan.copies.empty())
       idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
     if (window_) for (const RequestOutput& o : out) window_->on_output(o, start_ns);
+    profiler_.add_phase("schedule", clock_->now_ns() - start_ns);
     return out;
   }
   ForwardBatch batch;
@@ -272,13 +276,26 @@ std::vector<RequestOutput> Engine::step() {
   for (const auto& s : plan.seqs)
     batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits, s.all_logits});
   const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
+  if (profiler_.wants_stages()) runner_->time_next_step_by_stage();
+  int64_t mark_ns = clock_->now_ns();
+  auto phase = [&](const char* name) {
+    const int64_t now = clock_->now_ns();
+    profiler_.add_phase(name, now - mark_ns);
+    mark_ns = now;
+  };
+  profiler_.add_phase("schedule", mark_ns - start_ns);
   sched::StepResult result;
   if (!sample_on_device(plan, batch, result)) {
     matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
     runner_->forward(batch, logits_);
     matchers_.wait();
+    phase("forward");
     sample(plan, result);
+    phase("sample");
+  } else {
+    phase("forward");
   }
+  profiler_.on_step(step_kind(batch), runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
   for (RequestOutput& o : scheduler_->update(plan, result)) {
     finish_output(o);
     if (outputs_->process(o))
@@ -286,7 +303,10 @@ std::vector<RequestOutput> Engine::step() {
     if (o.finished && !matchers_.empty()) matchers_.finish(o.request_id, o.index);
     out.push_back(std::move(o));
   }
+  phase("update");
   observe_step(plan, start_ns, clock_->now_ns(), estimated_s, out, prompt_tokens_before);
+  phase("observe");
+  if (scheduler_->has_unfinished()) last_step_end_ns_ = mark_ns;
   return out;
 }
 

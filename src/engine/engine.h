@@ -20,6 +20,7 @@
 #include "engine/optimizer_set.h"
 #include "engine/output_processor.h"
 #include "engine/prompt_logprobs_collector.h"
+#include "engine/step_profile.h"
 #include "engine/token_matchers.h"
 #include "engine/text_codec.h"
 #include "engine/throughput_guard.h"
@@ -184,6 +185,9 @@ class Engine {
   std::vector<sampling::SampleOutput> samples_;
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> device_tokens_;
+  StepProfiler profiler_;
+  StepDeviceTimes device_times_;
+  std::optional<int64_t> last_step_end_ns_;  // when the last step left work to do
   uint64_t next_seed_ = 0;
   int64_t next_tick_ns_ = 0;
   std::optional<int64_t> idle_until_ns_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/step_profile.h"
 #include "sched/scheduler_snapshot.h"
 
 namespace optimate {
@@ -20,6 +21,7 @@ struct EngineStats : sched::SchedulerSnapshot {
   // Fallbacks since the start, per (optimizer, reason).
   std::map<std::pair<std::string, std::string>, int64_t> optimizer_fallbacks;
   int64_t config_version = 1;  // the active configuration's version
+  StepProfile step_profile;     // where the steps' time went (engine/step_profile.h)
 };
 
 }  // namespace optimate

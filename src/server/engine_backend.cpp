@@ -249,6 +249,10 @@ void EngineBackend::on_stats(const EngineStats& s) {
     optimizer_metrics_->set_seconds(s.optimizer_seconds);
     optimizer_metrics_->set_fallbacks(s.optimizer_fallbacks);
   }
+  if (step_profile_metrics_) {
+    const StepProfile& p = s.step_profile;
+    step_profile_metrics_->set(p.phase_seconds, p.steps, p.device_seconds, p.staged_steps, p.stage_seconds);
+  }
   if (!metrics_) return;
   metrics::SchedulerSnapshot snap;
   snap.num_running = s.num_running;

@@ -13,6 +13,7 @@
 #include "engine/async_engine.h"
 #include "metrics/optimizer_metrics.h"
 #include "metrics/serving_metrics.h"
+#include "metrics/step_profile_metrics.h"
 #include "server/generation_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,6 +62,8 @@ class EngineBackend final : public GenerationBackend {
   // Exports the optimizers' series (time, fallbacks, configuration version); `metrics` must
   // outlive the backend. Set it before serving.
   void set_optimizer_metrics(metrics::OptimizerMetrics* metrics) { optimizer_metrics_ = metrics; }
+  // Exports where the steps' time goes (metrics/step_profile_metrics.h); the same rules.
+  void set_step_profile_metrics(metrics::StepProfileMetrics* metrics) { step_profile_metrics_ = metrics; }
   // Reads the configuration with `load` and applies it between steps (hot settings and
   // optimizers; settings that need a restart are reported). An invalid configuration changes
   // nothing; either way the result is logged, counted and shown by config_status().
@@ -84,6 +87,7 @@ class EngineBackend final : public GenerationBackend {
   PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;  // the clients' convention
   metrics::ServingMetrics* metrics_;
   metrics::OptimizerMetrics* optimizer_metrics_ = nullptr;
+  metrics::StepProfileMetrics* step_profile_metrics_ = nullptr;
   ModelInfo info_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;  // absent: the model has none (chat requests fail)

@@ -12,6 +12,8 @@
 #include "bench/http_url.h"
 #include "bench/sse_parser.h"
 #include "core/error.h"
+#include "metrics/registry.h"
+#include "metrics/step_profile_metrics.h"
 #include "scripted_server.h"
 #include "server/harness.h"
 
@@ -225,7 +227,9 @@ TEST(HttpTarget, KeepsConnectionsAliveAndReplacesOnesTheServerClosed) {
   ScriptedServer s;
   const RunResult run = run_http(s.url(), scripted_workload({"ok", "ok", "ok", "ok"}, 2, ArrivalKind::kClosedLoop), {});
   for (const RequestRecord& r : run.records) EXPECT_TRUE(r.success) << r.error;
-  EXPECT_EQ(s.connections_accepted(), 2);  // the GET /v1/models probe's, then one for all four
+  // The GET /v1/models probe's, the GET /metrics scrapes' before and after the run, then one
+  // for all four.
+  EXPECT_EQ(s.connections_accepted(), 4);
   // A server that closes each connection after answering, without saying so: the next request
   // finds the connection dead before any reply and is sent again on a new one.
   ScriptedServer closing;
@@ -244,7 +248,7 @@ TEST(HttpTarget, MaxConcurrencyBoundsRequestsInFlight) {
   const RunResult run = run_http(s.url(), w, options);
   for (const RequestRecord& r : run.records) EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(s.max_active(), 2);
-  EXPECT_EQ(s.connections_accepted(), 3);
+  EXPECT_EQ(s.connections_accepted(), 5);  // the probe's, the two /metrics scrapes', then two
 }
 
 TEST(HttpTarget, OpenLoopSendsNoRequestBeforeItsArrival) {
@@ -268,6 +272,35 @@ TEST(HttpTarget, ASilentServerTimesOut) {
   EXPECT_EQ(run.records[0].error.rfind("no data from the server for 0.2 s", 0), 0u) << run.records[0].error;
   EXPECT_TRUE(run.records[1].success) << run.records[1].error;
 }
+
+// An Optimate server's engine profile: the run's share is the difference of the scrapes before
+// and after it; a server without the series (404 here, or another engine's /metrics) leaves the
+// run without one, and says why.
+TEST(HttpTarget, TakesTheEngineProfileFromTheServersMetrics) {
+  ScriptedServer s;
+  s.metrics = [](int64_t scrape) {
+    metrics::Registry registry;
+    metrics::StepProfileMetrics m(registry, "scripted-model");
+    const double k = 1.0 + 2.0 * static_cast<double>(scrape);  // 1 before the run, 3 after
+    m.set({{"forward", 4.0 * k}, {"update", 0.5 * k}}, {{"decode", static_cast<int64_t>(10 * k)}},
+          {{"decode", 3.0 * k}}, {{"decode", static_cast<int64_t>(k)}}, {{{"decode", "attention"}, 0.25 * k}});
+    return registry.render();
+  };
+  const RunResult run = run_http(s.url(), scripted_workload({"ok", "ok"}, 1, ArrivalKind::kClosedLoop), {});
+  ASSERT_TRUE(run.step_profile.has_value()) << run.step_profile_unavailable;
+  EXPECT_NEAR(run.step_profile->phase_seconds.at("forward"), 8.0, 1e-9);
+  EXPECT_EQ(run.step_profile->steps.at("decode"), 20);
+  EXPECT_NEAR(run.step_profile->device_seconds.at("decode"), 6.0, 1e-9);
+  EXPECT_EQ(run.step_profile->staged_steps.at("decode"), 2);
+  EXPECT_NEAR((run.step_profile->stage_seconds.at({"decode", "attention"})), 0.5, 1e-9);
+
+  ScriptedServer other;
+  const RunResult none = run_http(other.url(), scripted_workload({"ok"}, 1, ArrivalKind::kClosedLoop), {});
+  EXPECT_FALSE(none.step_profile.has_value());
+  EXPECT_EQ(none.step_profile_unavailable, "GET /metrics answered HTTP 404");
+  EXPECT_TRUE(none.records[0].success);
+}
+
 
 }  // namespace
 }  // namespace optimate::bench

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -63,6 +64,8 @@ class ScriptedServer {
 
   // Delay before each streamed event, so requests overlap.
   std::chrono::milliseconds event_delay{0};
+  // The body of the n-th GET /metrics (n from 0); unset or empty: 404, as a server without it.
+  std::function<std::string(int64_t)> metrics;
 
  private:
   void accept_loop() {
@@ -87,6 +90,17 @@ class ScriptedServer {
       {
         std::lock_guard lock(mutex_);
         last_authorization_ = std::string(req[http::field::authorization]);
+      }
+      if (req.target() == "/metrics") {
+        std::string body;
+        {
+          std::lock_guard lock(mutex_);
+          if (metrics) body = metrics(scrapes_++);
+        }
+        if (body.empty()) write(socket, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        else write(socket, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body);
+        continue;
       }
       if (req.target() == "/v1/models") {
         const std::string body = R"({"object":"list","data":[{"id":"scripted-model","object":"model"}]})";
@@ -192,6 +206,7 @@ class ScriptedServer {
   std::atomic<int64_t> accepted_{0}, active_{0}, max_active_{0}, received_{0};
   mutable std::mutex mutex_;
   std::string last_authorization_;
+  int64_t scrapes_ = 0;
 };
 
 }  // namespace optimate::bench::testing

@@ -288,6 +288,10 @@ StepCapacity CudaModelRunner::capacity() const {
 int64_t CudaModelRunner::weight_bytes() const { return static_cast<int64_t>(state_->weights.bytes()); }
 void CudaModelRunner::set_cuda_graphs(bool enabled) { state_->options.cuda_graphs = enabled; }
 void CudaModelRunner::set_stage_timing(bool enabled) { state_->timer.set_enabled(enabled); }
+void CudaModelRunner::time_next_step_by_stage() { state_->timer.request_one_step(); }
+bool CudaModelRunner::last_step_device_times(StepDeviceTimes& out) const {
+  return state_->timer.last_step(out.busy_s, out.stages);
+}
 
 std::vector<std::pair<std::string, double>> CudaModelRunner::take_stage_times(int64_t* num_steps) {
   const StageTimer::Totals t = state_->timer.take();
@@ -353,6 +357,7 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
     st.graphs.clear();
     st.comm_generation = st.tp.comm->generation();
   }
+  st.timer.begin_step(st.stream);
   const int64_t bucket = graph_bucket(static_cast<int64_t>(batch.seqs.size()));
   const bool graph = st.graphs_allowed() && !st.timer.enabled() && is_uniform_decode(batch) &&
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);

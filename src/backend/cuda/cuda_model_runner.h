@@ -123,6 +123,8 @@ class CudaModelRunner final : public ModelRunner {
   const MemoryPlan& memory_plan() const;
   StepCapacity capacity() const override;
   int64_t weight_bytes() const override;
+  void time_next_step_by_stage() override;
+  bool last_step_device_times(StepDeviceTimes& out) const override;
 
   // Captures the decode graph of every batch bucket up to max_graph_batch (the constructor of a
   // whole-model runner does, when graphs are on), so no step of a run pays for a capture: tens

@@ -27,6 +27,27 @@ const char* stage_name(Stage stage) {
 
 StageTimer::~StageTimer() {
   for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  for (cudaEvent_t e : span_)
+    if (e) cudaEventDestroy(e);
+}
+
+void StageTimer::begin_step(cudaStream_t stream) {
+  if (!span_[0])
+    for (cudaEvent_t& e : span_) OPTIMATE_CUDA_CHECK(cudaEventCreate(&e));
+  OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[0], stream));
+  span_recorded_ = false;
+  one_step_ = one_step_requested_ && !enabled_;
+  one_step_requested_ = false;
+  stages_.clear();
+}
+
+bool StageTimer::last_step(double& busy_s, std::vector<std::pair<std::string, double>>& stages) const {
+  if (!span_recorded_) return false;
+  float ms = 0.0f;
+  OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&ms, span_[0], span_[1]));
+  busy_s = 1e-3 * ms;
+  stages = last_stages_;
+  return true;
 }
 
 cudaEvent_t StageTimer::event(size_t i) {
@@ -39,23 +60,37 @@ cudaEvent_t StageTimer::event(size_t i) {
 }
 
 void StageTimer::mark(Stage stage, cudaStream_t stream) {
-  if (!enabled_) return;
+  if (!enabled()) return;
   OPTIMATE_CUDA_CHECK(cudaEventRecord(event(stages_.size()), stream));
   stages_.push_back(stage);
 }
 
 void StageTimer::end_step(cudaStream_t stream) {
-  if (!enabled_ || stages_.empty()) return;
+  if (span_[1]) {
+    OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[1], stream));
+    span_recorded_ = true;
+  }
+  last_stages_.clear();
+  const bool one_step = one_step_;
+  one_step_ = false;
+  if (!(enabled_ || one_step) || stages_.empty()) return;
   const size_t n = stages_.size();
   OPTIMATE_CUDA_CHECK(cudaEventRecord(event(n), stream));
   OPTIMATE_CUDA_CHECK(cudaEventSynchronize(pool_[n]));
+  Totals step;
   for (size_t i = 0; i < n; ++i) {
     float ms = 0.0f;
     OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]));
-    totals_.ms[static_cast<int>(stages_[i])] += ms;
+    step.ms[static_cast<int>(stages_[i])] += ms;
   }
-  ++totals_.steps;
   stages_.clear();
+  if (one_step) {
+    for (int i = 0; i < static_cast<int>(Stage::kCount); ++i)
+      if (step.ms[i] > 0.0) last_stages_.emplace_back(stage_name(static_cast<Stage>(i)), 1e-3 * step.ms[i]);
+    return;
+  }
+  for (int i = 0; i < static_cast<int>(Stage::kCount); ++i) totals_.ms[i] += step.ms[i];
+  ++totals_.steps;
 }
 
 StageTimer::Totals StageTimer::take() {

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -27,12 +29,21 @@ class StageTimer {
   StageTimer& operator=(const StageTimer&) = delete;
   ~StageTimer();
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_ || one_step_; }
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // Times the next step by stage even when off; its stages go to last_step(), not the totals.
+  void request_one_step() { one_step_requested_ = true; }
+  // At the start of every step, before anything of it is enqueued: records the step's first
+  // event (its busy time is measured whether timing is on or not).
+  void begin_step(cudaStream_t stream);
   // Starts the interval of `stage` (ending the previous one) on `stream`; nothing when off.
   void mark(Stage stage, cudaStream_t stream);
-  // After the stream is synchronized: adds the step's intervals to the totals.
+  // After the step's last operation is enqueued: records its last event, and when timing is on
+  // waits for it and adds the step's intervals to the totals (or keeps them for last_step()).
   void end_step(cudaStream_t stream);
+  // After the stream is synchronized: the last step's busy time, from its first event to its
+  // last, and its seconds per stage when it was timed with request_one_step(). False before any step.
+  bool last_step(double& busy_s, std::vector<std::pair<std::string, double>>& stages) const;
 
   struct Totals {
     std::array<double, static_cast<int>(Stage::kCount)> ms{};
@@ -45,6 +56,11 @@ class StageTimer {
   cudaEvent_t event(size_t i);
 
   bool enabled_ = false;
+  bool one_step_requested_ = false;
+  bool one_step_ = false;  // this step is timed for last_step()
+  cudaEvent_t span_[2] = {nullptr, nullptr};  // the step's first and last events
+  bool span_recorded_ = false;
+  std::vector<std::pair<std::string, double>> last_stages_;
   std::vector<cudaEvent_t> pool_;
   std::vector<Stage> stages_;  // stage of the interval starting at pool_[i]
   Totals totals_;
