@@ -5,10 +5,13 @@
 // are fed the CPU's greedy tokens, so every step compares like with like.
 //
 // Tolerance: the GPU's activations are bf16 where the CPU's are fp32, which moved the logits of
-// a bf16 32-layer model by up to 0.114 on the H200 (hf_e2e_test); FP8 activation codes can also
-// round the other way across those differences. So logits must agree within 1.5 (a broken
-// kernel moves them by many units) and the greedy token must be the CPU's wherever the CPU's
-// top two logits are 0.5 or more apart.
+// a bf16 32-layer model by up to 0.114 on the H200 (hf_e2e_test). Past 8 rows the activations
+// are also rounded to e4m3 (3 mantissa bits), and an element near a rounding boundary goes to
+// the other code on one side: single logits then move by a unit or two (2.75 at most on the
+// H200). So each row's difference is bounded in aggregate: its root mean square within a fifth of
+// the spread (standard deviation) of the CPU's logits, where a wrong scale or a misread code
+// moves the whole row, and no logit by more than 6. The greedy token must be the CPU's wherever
+// the CPU's top two logits are 0.5 or more apart.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -61,7 +64,7 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
     tables.push_back(t);
   }
   int64_t rows = 0, agree = 0, confident = 0, confident_agree = 0;
-  double max_diff = 0;
+  double max_diff = 0, max_rms_ratio = 0;
   // Runs one step of `which` sequences: the whole prompt first, then their latest token.
   auto step = [&](const std::vector<int>& which, bool prefill, const char* what) {
     ForwardBatch b;
@@ -77,8 +80,16 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
     for (size_t r = 0; r < which.size(); ++r) {
       const float* gr = g.data() + r * vocab;
       const float* cr = c.data() + r * vocab;
-      double diff = 0;
-      for (int64_t v = 0; v < vocab; ++v) diff = std::max(diff, std::fabs(double(gr[v]) - cr[v]));
+      double diff = 0, sq_diff = 0, sum = 0, sq = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const double d = double(gr[v]) - cr[v];
+        diff = std::max(diff, std::fabs(d));
+        sq_diff += d * d;
+        sum += cr[v];
+        sq += double(cr[v]) * cr[v];
+      }
+      const double rms_diff = std::sqrt(sq_diff / vocab);
+      const double spread = std::sqrt(std::max(0.0, sq / vocab - (sum / vocab) * (sum / vocab)));
       std::vector<float> sorted(cr, cr + vocab);
       std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
       const int32_t gt = static_cast<int32_t>(std::max_element(gr, gr + vocab) - gr);
@@ -91,8 +102,11 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
         EXPECT_EQ(gt, ct) << what << ", sequence " << which[r] << " at " << seqs[which[r]].size()
                           << " tokens: top-1 margin " << sorted[0] - sorted[1];
       }
-      EXPECT_LE(diff, 1.5) << what << ", sequence " << which[r] << ": max |logit diff| vs the CPU twin";
+      EXPECT_LE(rms_diff, 0.2 * spread) << what << ", sequence " << which[r]
+                                        << ": RMS logit difference vs the CPU twin, against the logits' spread";
+      EXPECT_LE(diff, 6.0) << what << ", sequence " << which[r] << ": max |logit diff| vs the CPU twin";
       max_diff = std::max(max_diff, diff);
+      max_rms_ratio = std::max(max_rms_ratio, rms_diff / spread);
       seqs[which[r]].push_back(ct);
     }
   };
@@ -100,9 +114,9 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
   for (int i = 0; i < 6; ++i) step({0, 1, 2}, false, "3-row decode (FP8 GEMV)");
   for (int i = 0; i < 4; ++i) step({0}, false, "1-row decode (fused FP8 GEMV)");
   std::printf("FP8 runner vs CPU twin on SmolLM2: %lld rows, top-1 agreement %lld (%lld of %lld with a margin "
-              ">= 0.5), max |logit diff| %.4f\n",
+              ">= 0.5), max |logit diff| %.4f, largest RMS difference / spread %.4f\n",
               static_cast<long long>(rows), static_cast<long long>(agree), static_cast<long long>(confident_agree),
-              static_cast<long long>(confident), max_diff);
+              static_cast<long long>(confident), max_diff, max_rms_ratio);
 #endif
 }
 
