@@ -40,9 +40,9 @@ __global__ void __launch_bounds__(kThreads, 4)
   int64_t slot_offset = 0;  // bytes from an arena's start to the target's block
   if (target >= 0) {
     code = kv_target_code(target);
-    const int32_t row = kv_target_row(target);
-    slot_offset = static_cast<int64_t>(row / block_size) * cache.slot_bytes;
-    token = row % block_size;
+    const int32_t cache_row = kv_target_row(target);
+    slot_offset = static_cast<int64_t>(cache_row / block_size) * cache.slot_bytes;
+    token = cache_row % block_size;
   }
   __nv_bfloat16* row = qkv + t * row_stride;
   const int rotated = num_heads + num_kv_heads, rows = rotated + num_kv_heads;
@@ -65,9 +65,9 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
       for (int j = 0; j < E; ++j) {
         const float other = __shfl_xor_sync(0xffffffffu, x[u][j], 16);
-        const float2 r = second_half ? rope_pair(other, x[u][j], cos_a[j], sin_a[j])
-                                     : rope_pair(x[u][j], other, cos_a[j], sin_a[j]);
-        y[j] = __bfloat162float(__float2bfloat16(second_half ? r.y : r.x));  // what rope_inplace stores
+        const float2 turned = second_half ? rope_pair(other, x[u][j], cos_a[j], sin_a[j])
+                                          : rope_pair(x[u][j], other, cos_a[j], sin_a[j]);
+        y[j] = __bfloat162float(__float2bfloat16(second_half ? turned.y : turned.x));  // what rope_inplace stores
       }
       kv_store_row_warp<E>(kKvBf16, y, reinterpret_cast<uint8_t*>(row + r * D), nullptr, lane);
       if (r >= num_heads && target >= 0)
