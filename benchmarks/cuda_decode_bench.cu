@@ -4,12 +4,14 @@
 // copy bandwidth, batched decode throughput, and the time to prefill one 2048-token prompt.
 //
 //   cuda_decode_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 64,256]
-//                     [--prompt-len N] [--quantization none|fp8] [--quick 1]
+//                     [--prompt-len N] [--quantization none|fp8] [--quick 1] [--elementwise 1]
 //
 // --quantization fp8 runs the same model with FP8 linear layers (weights quantized on the GPU
 // at load) and adds fp8_gemms, each projection through the FP8 path against bf16. --quick 1
 // skips the bf16 kernel sweeps, the batch-1 variants other than batch1_graph and the
-// small-batch fused/unfused comparison.
+// small-batch fused/unfused comparison. --elementwise 1 runs only the GEMM path's elementwise
+// kernels, current against baseline (cuda_elementwise_bench.h): each kernel at 2048 and 8192
+// rows, then the prefill breakdowns with bf16 and with FP8 weights (--quantization is ignored).
 //
 // Timings are medians of repeated runs after warm-up; decode timings use the host clock
 // around synchronous steps, so they include the host work of each step.
@@ -27,6 +29,7 @@
 #include "backend/cuda/gemm.h"
 #include "cuda_breakdown_bench.h"
 #include "cuda_decode_workload.h"
+#include "cuda_elementwise_bench.h"
 #include "cuda_fp8_gemm_bench.h"
 #include "cuda_gemv_bench.h"
 
@@ -105,7 +108,7 @@ int main(int argc, char** argv) {
   int64_t layers = 32, num_decode_steps = 128, prompt_len = 256, prefill_len = 2048;
   std::vector<int64_t> batches = {64, 256, 1024};
   std::string out_path, quantization = "none";
-  bool quick = false;
+  bool quick = false, elementwise = false;
   const bool flags_ok = bench::parse_flags(
       argc, argv,
       {{"--out", [&](const std::string& v) { out_path = v; }},
@@ -114,7 +117,8 @@ int main(int argc, char** argv) {
        {"--prompt-len", [&](const std::string& v) { prompt_len = std::stoll(v); }},
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }},
        {"--quantization", [&](const std::string& v) { quantization = v; }},
-       {"--quick", [&](const std::string& v) { quick = v != "0"; }}});
+       {"--quick", [&](const std::string& v) { quick = v != "0"; }},
+       {"--elementwise", [&](const std::string& v) { elementwise = v != "0"; }}});
   if (!flags_ok) return 2;
   try {
     nlohmann::json j;
@@ -125,6 +129,18 @@ int main(int argc, char** argv) {
     const double copy_gbs = bench::copy_bandwidth_gbs();
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
     const ModelConfig c = llama3_8b(layers);
+    // The GEMM ceiling of the breakdowns: the measured 8192^3 bf16 rate of this workplace's
+    // H200 (REFERENCE.md).
+    constexpr double kGemmTflops = 790.0;
+    if (elementwise) {
+      j["elementwise_kernels"] = bench::elementwise_kernel_sweep(c, copy_gbs);
+      for (WeightQuantization q : {WeightQuantization::kNone, WeightQuantization::kFp8})
+        j["elementwise_prefill"][weight_quantization_name(q)] =
+            bench::elementwise_prefill_ab(c, q, prefill_len, copy_gbs, kGemmTflops);
+      std::printf("%s\n", j.dump(2).c_str());
+      bench::write_json(out_path, j);
+      return 0;
+    }
     const WeightQuantization weight_quantization = parse_weight_quantization(quantization);
     j["quantization"] = quantization;
     if (!quick) {
@@ -201,9 +217,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "batch %ld: %.0f tok/s\n", static_cast<long>(b), tps);
     }
 
-    // Where a step's time goes: eager steps with an event between stages. The GEMM ceiling
-    // is the measured 8192^3 bf16 rate of this workplace's H200 (REFERENCE.md).
-    constexpr double kGemmTflops = 790.0;
+    // Where a step's time goes: eager steps with an event between stages.
     for (int64_t b : {int64_t{1}, int64_t{64}, int64_t{256}, int64_t{1024}}) {
       Seqs s = make_seqs(b, prompt_len, prompt_len + 32, bs, c.vocab_size);
       prefill_all(runner, s, o.max_num_batched_tokens);

@@ -38,11 +38,15 @@
 #                             tests around them), cuda_decode_bench --quick without and with
 #                             --quantization fp8, and the 1000-request offline run of both
 #                             (OPTIMATE_FP8_PARTS picks of: tests bench offline)
+#   elementwise_tests.log/json elementwise.json elementwise.txt  the `elementwise` stage
+#                             (scripts/gpu-elementwise.sh): the GEMM path's elementwise kernels,
+#                             their tests and the current kernels against the baseline
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8 and serving): the stages to run after the build, of
-#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8 serving
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise and serving): the stages to run after the build, of
+#   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
+#   elementwise serving
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -203,6 +207,12 @@ if want kv; then
   "$build/cuda_attention_bench" --only kv --out "$out/kv_attention.json" >"$out/kv_attention.log" 2>&1
   [[ $? -eq 0 ]] || kv_status=1
   tee -a "$summary" <"$out/kv_attention.log"
+fi
+elementwise_status=0
+if want elementwise; then
+  note "== elementwise kernels: tests, current against baseline (kernels alone, prefill breakdowns)"
+  "$root/scripts/gpu-elementwise.sh" "$out" | tee -a "$summary"
+  elementwise_status=${PIPESTATUS[0]}
 fi
 fp8_status=0
 fp8_part() { [[ " ${OPTIMATE_FP8_PARTS:-tests bench offline} " == *" $1 "* ]]; }
@@ -428,5 +438,5 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status"
-[[ $serving_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status"
+[[ $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

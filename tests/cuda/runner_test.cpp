@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/gemv.h"
 #include "core/error.h"
+#include "kv/kv_precision.h"
 #include "reference_model.h"
 #include "small_models.h"
 #include "test_util.h"
@@ -164,6 +165,48 @@ TEST(CudaRunner, FusedDecodeAndProgrammaticLaunchMatchTheUnfusedStep) {
     }
     runner.set_launch_options(true, true);
   }
+}
+
+// The GEMM path's elementwise kernels (RoPE with the KV write, row-kernel RMSNorm and SiLU*mul,
+// FP8 activations rounded by them) against the separate kernels before them: the same logits
+// but for RMSNorm's summation order, over bf16 and FP8 weights and bf16 and fp8 caches, for a
+// prefill of three prompts and a decode step of three rows (both on the GEMM path).
+TEST(CudaRunner, FusedElementwiseKernelsMatchTheSeparateOnes) {
+  OPTIMATE_REQUIRE_GPU();
+  for (bool llama3 : {true, false})
+    for (WeightQuantization q : {WeightQuantization::kNone, WeightQuantization::kFp8})
+      for (kv::KvPrecision kv_dtype : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8}) {
+        const ModelConfig c = small_config(llama3);
+        CudaRunnerOptions o = small_options();
+        o.quantization = q;
+        o.kv_cache_dtype = kv_dtype;
+        CudaModelRunner runner(make_dummy_weights(c, 21), o);
+        const int64_t batch = 3;
+        std::vector<std::vector<int32_t>> prompts, tables;
+        for (int64_t i = 0; i < batch; ++i) {
+          prompts.push_back(random_tokens(30 + 11 * i, c.vocab_size, 500 + i));
+          tables.push_back(scattered_table(4, int32_t(30 * i)));
+        }
+        ForwardBatch prefill, decode;
+        std::vector<std::vector<int32_t>> one(batch, std::vector<int32_t>{9});
+        for (int64_t i = 0; i < batch; ++i) {
+          prefill.seqs.push_back({prompts[i], 0, tables[i], true});
+          decode.seqs.push_back({one[i], int64_t(prompts[i].size()), tables[i], true});
+        }
+        const std::string what = std::string(llama3 ? "llama3" : "qwen2") + (q == WeightQuantization::kFp8 ? ", fp8" : "") +
+                                 ", kv " + kv::kv_precision_name(kv_dtype);
+        // Each step rewrites the same KV rows, so the two kernel sets see the same cache.
+        for (const ForwardBatch* b : {&prefill, &decode}) {
+          std::vector<float> separate, fused;
+          runner.set_fused_elementwise(false);
+          runner.forward(*b, separate);
+          runner.set_fused_elementwise(true);
+          runner.forward(*b, fused);
+          // An FP8 activation code may round the other way across an ulp of RMSNorm's output.
+          const float tol = q == WeightQuantization::kFp8 ? 3e-2f : 2e-2f;
+          expect_close(fused, separate, tol, tol, what + (b == &prefill ? ", prefill" : ", decode"));
+        }
+      }
 }
 
 TEST(CudaRunner, DummyWeightsOnTheGpuEqualTheHostDummyModel) {

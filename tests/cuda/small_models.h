@@ -40,6 +40,19 @@ inline ModelConfig small_config(bool gqa_llama3) {
   return c;
 }
 
+// Llama-3.1's rotary setup (theta 500000, llama3 scaling by 8 from 8192 positions) for a head dim.
+inline ModelConfig llama3_rope_config(int64_t head_dim) {
+  ModelConfig c;
+  c.head_dim = head_dim;
+  c.rope_theta = 500000.0f;
+  c.rope_scaling.type = RopeScalingType::kLlama3;
+  c.rope_scaling.factor = 8.0f;
+  c.rope_scaling.low_freq_factor = 1.0f;
+  c.rope_scaling.high_freq_factor = 4.0f;
+  c.rope_scaling.original_max_position_embeddings = 8192;
+  return c;
+}
+
 inline CudaRunnerOptions small_options() {
   CudaRunnerOptions o;
   o.max_num_batched_tokens = 512;

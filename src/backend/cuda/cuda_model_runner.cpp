@@ -302,13 +302,26 @@ std::vector<std::pair<std::string, double>> CudaModelRunner::take_stage_times(in
   return out;
 }
 
-void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_launch) {
-  State& st = *state_;
+namespace {
+
+// After a change of the kernels a step launches: graphs captured before would replay the old.
+void drop_graphs(CudaModelRunner::State& st) {
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
   for (auto& [bucket, exec] : st.graphs) cudaGraphExecDestroy(exec);
   st.graphs.clear();
-  st.options.fused_decode = fused_decode;
+}
+
+}  // namespace
+
+void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_launch) {
+  drop_graphs(*state_);
+  state_->options.fused_decode = fused_decode;
   set_programmatic_launch(programmatic_launch);
+}
+
+void CudaModelRunner::set_fused_elementwise(bool fused) {
+  drop_graphs(*state_);
+  state_->options.fused_elementwise = fused;
 }
 
 namespace {

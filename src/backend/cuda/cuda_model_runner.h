@@ -52,6 +52,12 @@ struct CudaRunnerOptions {
   // so with the rows is not yet profiled.
   bool fused_decode = true;
   int64_t fused_decode_max_rows = 2;
+  // Steps past the fused decode path (prefill, wider decode batches) run RoPE and the KV write
+  // in one launch, RMSNorm and SiLU*mul as one-pass row kernels, and, with FP8 weights, let
+  // RMSNorm and SiLU*mul round their output to e4m3 for the next linear (no separate pass).
+  // false keeps the separate kernels of before, the baseline benchmarks compare against; both
+  // give the same logits up to the order of RMSNorm's sum.
+  bool fused_elementwise = true;
   // kFp8: the linear projections run from e4m3 weights with per-row scales (fp8_weights.h,
   // fp8_gemm.h); bf16 weights handed to the runner are quantized at construction.
   WeightQuantization quantization = WeightQuantization::kNone;
@@ -114,6 +120,8 @@ class CudaModelRunner final : public ModelRunner {
   // Switches the fused small-step path and programmatic dependent launch (a process-wide
   // setting, see programmatic_launch.h); drops captured graphs so replays use the new choice.
   void set_launch_options(bool fused_decode, bool programmatic_launch);
+  // Switches CudaRunnerOptions::fused_elementwise; drops captured graphs likewise.
+  void set_fused_elementwise(bool fused);
 
   // Times each stage of eager steps (graphs are not replayed while on); see stage_timer.h.
   void set_stage_timing(bool enabled);

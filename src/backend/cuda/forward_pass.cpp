@@ -6,6 +6,9 @@
 // normalises the residual stream itself and rotates q/k and writes the KV cache in its
 // epilogue, the o and down GEMVs add into the residual stream, and the gate/up GEMV applies
 // SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
+// Wider steps take the GEMM path: per layer RMSNorm, the QKV GEMM, RoPE with the KV write,
+// attention, the o GEMM, RMSNorm, the gate/up GEMM, SiLU*mul, the down GEMM; with FP8 weights
+// the RMSNorms and SiLU*mul hand their linear e4m3 rows directly.
 //
 // A tensor-parallel rank (State::tp) runs the same sequence over its heads and MLP features, and
 // meets the other ranks at four places, each a collective enqueued on the stream (so a graph
@@ -27,8 +30,10 @@
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/rope.h"
+#include "backend/cuda/rope_kv_write.h"
 #include "backend/cuda/runner_state.h"
 #include "backend/cuda/tp_residual.h"
+#include "model/fp8_quant.h"
 
 namespace optimate::cuda {
 
@@ -175,54 +180,78 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     mark(Stage::kDown);
     row_parallel_gemv(down_p);
   }
-  // A projection of the step's T rows from bf16 or FP8 weights.
+  // The GEMM path's elementwise kernels (elementwise_kernels.h): the current ones, or the
+  // baseline a benchmark sets against them. With the current ones an FP8 linear that rounds its
+  // activations per token takes them straight from the RMSNorm or SiLU*mul before it, written
+  // into the FP8 GEMM's activation scratch.
+  const ElementwiseKernels kernels =
+      options.fused_elementwise ? ElementwiseKernels::kCurrent : ElementwiseKernels::kBaseline;
+  const bool rope_kv_fused = kernels == ElementwiseKernels::kCurrent && rope_kv_write_fits(D, qkv_dim);
+  auto fp8_input = [&](const Fp8Weight& w, int64_t n, bool row_kernel_fits) {
+    return kernels == ElementwiseKernels::kCurrent && w.codes && fp8_rounds_activations(T, n) && row_kernel_fits;
+  };
+  // A projection of the step's T rows from bf16 or FP8 weights; `quantized`: x is already in
+  // the FP8 GEMM's activation scratch.
   auto linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w_bf16, const Fp8Weight& w_fp8,
                     const __nv_bfloat16* bias, void* y, int64_t n, int64_t k,
-                    GemmOutput out = GemmOutput::kBf16) {
-    if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, out, T, n, k, s);
+                    GemmOutput out = GemmOutput::kBf16, bool quantized = false) {
+    if (quantized) fp8_gemm->linear_quantized(w_fp8, bias, y, out, T, n, k, s);
+    else if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, out, T, n, k, s);
     else gemm->linear(x, w_bf16, bias, y, out, T, n, k, s);
   };
   auto row_parallel_linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w, const Fp8Weight& w_fp8,
-                                 int64_t k) {
-    if (!tp.comm) return linear(x, w, w_fp8, nullptr, branch.get(), H, k);
-    linear(x, w, w_fp8, nullptr, partial.get(), H, k, GemmOutput::kF32);
+                                 int64_t k, bool quantized = false) {
+    if (!tp.comm) return linear(x, w, w_fp8, nullptr, branch.get(), H, k, GemmOutput::kBf16, quantized);
+    linear(x, w, w_fp8, nullptr, partial.get(), H, k, GemmOutput::kF32, quantized);
     all_reduce(partial.get(), T * H);
     round_to_bf16(partial.get(), branch.get(), T * H, s);
   };
+  // RMSNorm into the next linear's input: bf16 rows, or e4m3 rows for an FP8 linear.
+  auto norm_into = [&](const __nv_bfloat16* x, const __nv_bfloat16* norm_w, bool fp8) {
+    if (fp8) rmsnorm_residual_fp8(x, residual.get(), norm_w, fp8_gemm->activations(), T, H, c.rms_norm_eps, s);
+    else rmsnorm_residual(x, residual.get(), norm_w, normed.get(), nullptr, T, H, c.rms_norm_eps, s, kernels);
+  };
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
+    const bool qkv_fp8_in = fp8_input(w.wqkv_fp8, qkv_dim, rmsnorm_fp8_fits(H));
+    const bool gate_up_fp8_in = fp8_input(w.w_gate_up_fp8, 2 * inter, rmsnorm_fp8_fits(H));
+    const bool down_fp8_in = fp8_input(w.w_down_fp8, H, silu_mul_fp8_fits(inter));
     mark(Stage::kElementwise);
-    rmsnorm_residual(l == 0 ? nullptr : branch.get(), residual.get(), w.attn_norm, normed.get(),
-                     nullptr, T, H, c.rms_norm_eps, s);
+    norm_into(l == 0 ? nullptr : branch.get(), w.attn_norm, qkv_fp8_in);
     mark(Stage::kQkv);
-    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H);
+    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H, GemmOutput::kBf16, qkv_fp8_in);
     mark(Stage::kElementwise);
-    rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D,
-                 s);
     dec.cache = pre.cache = kv_arena(l);
-    kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, dec.cache, slots, T,
-                   c.num_kv_heads, kv_shape.block_size, D, s);
+    if (rope_kv_fused) {
+      rope_kv_write(qkv.get(), qkv_dim, positions, inv_freq.get(), dec.cache, slots, T, c.num_heads, c.num_kv_heads,
+                    kv_shape.block_size, D, s);
+    } else {
+      rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D, s);
+      kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, dec.cache, slots, T,
+                     c.num_kv_heads, kv_shape.block_size, D, s);
+    }
     mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     mark(Stage::kOProj);
     row_parallel_linear(attn.get(), w.wo, w.wo_fp8, q_dim);
     mark(Stage::kElementwise);
-    rmsnorm_residual(branch.get(), residual.get(), w.ffn_norm, normed.get(), nullptr, T, H,
-                     c.rms_norm_eps, s);
+    norm_into(branch.get(), w.ffn_norm, gate_up_fp8_in);
     mark(Stage::kGateUp);
-    linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H);
+    linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H, GemmOutput::kBf16,
+           gate_up_fp8_in);
     mark(Stage::kElementwise);
-    silu_mul(gate_up.get(), act.get(), T, inter, s);
+    if (down_fp8_in) silu_mul_fp8(gate_up.get(), fp8_gemm->activations(), T, inter, s);
+    else silu_mul(gate_up.get(), act.get(), T, inter, s, kernels);
     mark(Stage::kDown);
-    row_parallel_linear(act.get(), w.w_down, w.w_down_fp8, inter);
+    row_parallel_linear(act.get(), w.w_down, w.w_down_fp8, inter, down_fp8_in);
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
   // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).
   const int64_t R = in.num_logits_rows, first_rows = std::min(R, options.max_num_seqs);
   mark(Stage::kFinalNorm);
   rmsnorm_residual(fused ? nullptr : branch.get(), residual.get(), weights.final_norm, normed.get(),
-                   meta + layout.logits_rows, R, H, c.rms_norm_eps, s);
+                   meta + layout.logits_rows, R, H, c.rms_norm_eps, s, kernels);
   mark(Stage::kLmHead);
   enqueue_lm_head(0, first_rows);
   mark(Stage::kArgmax);

@@ -169,10 +169,35 @@ void Fp8Gemm::linear(const __nv_bfloat16* x, const Fp8Weight& w, const __nv_bflo
     }
     return;
   }
+  check_gemm_shape(m, n, k);
+  quantize_fp8_rows(x, m, k, activations().codes, x_scales_.get(), stream);
+  run_gemm(w, bias, y, out, m, n, k, stream);
+}
+
+Fp8Activations Fp8Gemm::activations() const {
+  return {reinterpret_cast<__nv_fp8_e4m3*>(x_codes_.get()), x_scales_.get()};
+}
+
+void Fp8Gemm::linear_quantized(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m,
+                               int64_t n, int64_t k, cudaStream_t stream) {
+  OPTIMATE_SHAPE_CHECK(m >= 0 && n > 0 && k > 0 && k % kFp8ColsMultiple == 0,
+                       "m {} n {} k {} (k a multiple of {})", m, n, k, kFp8ColsMultiple);
+  OPTIMATE_SHAPE_CHECK(w.codes && w.scales && y, "null operand");
+  OPTIMATE_SHAPE_CHECK(path_ != Fp8GemmPath::kGemv && (path_ != Fp8GemmPath::kAuto || fp8_rounds_activations(m, n)),
+                       "m {} n {}: this linear does not round its activations to FP8", m, n);
+  if (m == 0) return;
+  check_gemm_shape(m, n, k);
+  run_gemm(w, bias, y, out, m, n, k, stream);
+}
+
+void Fp8Gemm::check_gemm_shape(int64_t m, int64_t n, int64_t k) const {
   OPTIMATE_SHAPE_CHECK(n % 16 == 0, "n {}: cuBLASLt's FP8 kernels take widths in multiples of 16", n);
   OPTIMATE_SHAPE_CHECK(m <= max_rows_ && k <= max_k_, "m {} k {} past the FP8 scratch of {} x {}", m, k,
                        max_rows_, max_k_);
-  quantize_fp8_rows(x, m, k, reinterpret_cast<__nv_fp8_e4m3*>(x_codes_.get()), x_scales_.get(), stream);
+}
+
+void Fp8Gemm::run_gemm(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m, int64_t n,
+                       int64_t k, cudaStream_t stream) {
   // cuBLASLt's bias epilogue takes a bias of the output type, so a bf16 bias into fp32 goes
   // through the scale epilogue.
   last_outer_ = path_ != Fp8GemmPath::kScaleEpilogue && !(bias && out == GemmOutput::kF32) &&

@@ -1,7 +1,8 @@
 // FP8 linear layers: weights in e4m3 with one fp32 scale per output row (model/fp8_quant.h),
 // activations in bf16. Up to kFp8GemvMaxRows rows go to the bandwidth-bound GEMV (gemv.h),
 // which widens the codes in registers and keeps the activations as they are; wider steps round
-// the activations to e4m3 per token (fp8_quantize.h) and multiply on FP8 tensor cores through
+// the activations to e4m3 per token (fp8_quantize.h; or take them rounded already by the kernel
+// that produced them, linear_quantized) and multiply on FP8 tensor cores through
 // cuBLASLt, with the row and token scales applied by cuBLASLt's outer-vector scaling or, where
 // its heuristic offers no algorithm for that, by fp8_scale_outputs over fp32 sums.
 #pragma once
@@ -44,6 +45,16 @@ class Fp8Gemm {
   void linear(const __nv_bfloat16* x, const Fp8Weight& w, const __nv_bfloat16* bias, void* y,
               GemmOutput out, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 
+  // The activation scratch linear rounds x into: up to max_rows x max_k codes and max_rows
+  // scales. A kernel whose output feeds an FP8 linear may write it there itself
+  // (rmsnorm_residual_fp8, silu_mul_fp8) and call linear_quantized.
+  Fp8Activations activations() const;
+  // linear over the m x k activations already in activations(): the FP8 GEMM without its
+  // rounding pass. Only where linear would round them (fp8_rounds_activations(m, n), path not
+  // kGemv), so both give the same bits.
+  void linear_quantized(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m,
+                        int64_t n, int64_t k, cudaStream_t stream);
+
   void set_path(Fp8GemmPath path) { path_ = path; }
   // Whether the latest cuBLASLt call applied the scales itself (tests report which ran).
   bool last_used_outer_scales() const { return last_outer_; }
@@ -63,6 +74,11 @@ class Fp8Gemm {
   bool matmul(const Plan& p, const void* a, const void* b, void* d, cudaStream_t stream);
   bool run_outer(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m,
                  int64_t n, int64_t k, cudaStream_t stream);
+  // Widths cuBLASLt's FP8 kernels take, and m x k within the activation scratch.
+  void check_gemm_shape(int64_t m, int64_t n, int64_t k) const;
+  // The cuBLASLt product over the activation scratch's first m rows.
+  void run_gemm(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m, int64_t n,
+                int64_t k, cudaStream_t stream);
   void run_epilogue(const Fp8Weight& w, const __nv_bfloat16* bias, void* y, GemmOutput out, int64_t m,
                     int64_t n, int64_t k, cudaStream_t stream);
 

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/row_kernel.cuh"
 
 namespace optimate::cuda {
 namespace {
@@ -40,15 +41,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t c = threadIdx.x * 8; c < cols; c += kThreads * 8) {
     float v[8];
     load_bf16x8(src + c, v);
-    uint32_t packed[2] = {0, 0};
-    if (scale != 0.0f) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const uint32_t q = __nv_cvt_float_to_fp8(__fdiv_rn(v[i], scale), __NV_SATFINITE, __NV_E4M3);
-        packed[i / 4] |= q << (8 * (i % 4));
-      }
-    }
-    *reinterpret_cast<uint2*>(dst + c) = make_uint2(packed[0], packed[1]);
+    *reinterpret_cast<uint2*>(dst + c) = fp8_codes8(v, scale);
   }
 }
 

@@ -17,6 +17,13 @@ struct Fp8Weight {
   const float* scales = nullptr;         // [n]
 };
 
+// Activations rounded to e4m3 per row, as quantize_fp8_rows writes them (and the row kernels
+// whose outputs feed an FP8 linear: rmsnorm_residual_fp8, silu_mul_fp8).
+struct Fp8Activations {
+  __nv_fp8_e4m3* codes = nullptr;  // [rows, cols] e4m3
+  float* scales = nullptr;         // [rows]
+};
+
 // x [rows, cols] bf16 -> codes [rows, cols] e4m3 and scales [rows] fp32 (absmax / 448;
 // code = e4m3(x / scale), saturating). Needs cols % 8 == 0.
 void quantize_fp8_rows(const __nv_bfloat16* x, int64_t rows, int64_t cols, __nv_fp8_e4m3* codes,

@@ -39,21 +39,6 @@ __global__ void kv_cache_write_kernel(const __nv_bfloat16* __restrict__ k_src,
   }
 }
 
-// Element values [E lane, E lane + E) of a bf16 row.
-template <int E>
-__device__ __forceinline__ void load_row_part(const __nv_bfloat16* row, int lane, float (&x)[E]) {
-  if constexpr (E == 2) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + 2 * lane));
-    x[0] = f.x;
-    x[1] = f.y;
-  } else {
-    const uint2 w = *reinterpret_cast<const uint2*>(row + 4 * lane);
-    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
-    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
-    x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
-  }
-}
-
 template <int E>
 __global__ void __launch_bounds__(kThreads)
     kv_cache_write_quant_kernel(const __nv_bfloat16* __restrict__ k_src, const __nv_bfloat16* __restrict__ v_src,
@@ -72,7 +57,7 @@ __global__ void __launch_bounds__(kThreads)
     const bool is_v = r >= num_kv_heads;
     const int head = is_v ? r - num_kv_heads : r;
     float x[E];
-    load_row_part<E>((is_v ? v_src : k_src) + t * src_row_stride + head * D, lane, x);
+    kv_load_row_part<E>((is_v ? v_src : k_src) + t * src_row_stride + head * D, lane, x);
     uint8_t* block = (is_v ? cache.v : cache.k) + slot * cache.slot_bytes;
     kv_store_block_row_warp<E>(code, x, block, num_kv_heads, block_size, head, token, lane);
   }

@@ -130,8 +130,25 @@ __device__ __forceinline__ void kv_int4_to_half2x4(uint32_t t, uint32_t s2, uint
 
 // ---- writing: one row, quantized by a whole warp ----
 //
-// Lane l holds elements [E l, E l + E) of a head_dim = 32 E row. Writes the row's codes at
-// `codes` and its scales at `scales` (kv_block.h offsets) as kv::store_row would.
+// Lane l holds elements [E l, E l + E) of a head_dim = 32 E row. kv_load_row_part: those
+// elements of a bf16 row (one 4- or 8-byte load per lane).
+template <int E>
+__device__ __forceinline__ void kv_load_row_part(const __nv_bfloat16* row, int lane, float (&x)[E]) {
+  static_assert(E == 2 || E == 4, "head_dim 64 or 128");
+  if constexpr (E == 2) {
+    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(row + 2 * lane));
+    x[0] = f.x;
+    x[1] = f.y;
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(row + 4 * lane);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+    x[0] = a.x, x[1] = a.y, x[2] = b.x, x[3] = b.y;
+  }
+}
+
+// kv_store_row_warp: writes the row's codes at `codes` and its scales at `scales` (kv_block.h
+// offsets) as kv::store_row would.
 template <int E>
 __device__ __forceinline__ void kv_store_row_warp(int code, const float (&x)[E], uint8_t* codes,
                                                   uint8_t* scales, int lane) {

@@ -8,6 +8,7 @@
 #include "backend/cuda/rope.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/rope_pair.cuh"
 
 namespace optimate::cuda {
 namespace {
@@ -30,8 +31,9 @@ __global__ void rope_kernel(__nv_bfloat16* __restrict__ qkv, int64_t row_stride,
     __nv_bfloat16* h = row + head * head_dim;
     const float x0 = __bfloat162float(h[i]);
     const float x1 = __bfloat162float(h[i + half]);
-    h[i] = __float2bfloat16(x0 * c - x1 * s);
-    h[i + half] = __float2bfloat16(x1 * c + x0 * s);
+    const float2 y = rope_pair(x0, x1, c, s);
+    h[i] = __float2bfloat16(y.x);
+    h[i + half] = __float2bfloat16(y.y);
   }
 }
 
