@@ -206,7 +206,7 @@ fi
 gemv_status=0
 if want gemv; then
   note "== decode GEMV kernels: tests, then every kernel per shape, row count and weight type"
-  "$build/tests/test_cuda" --gtest_filter='Gemv.*:Fp8.*:Gemm*:KvCacheWrite.FusedGemv*' \
+  "$build/tests/test_cuda" --gtest_filter='Gemv.*:Fp8*:Gemm*:KvCacheWrite.FusedGemv*:CudaRunner.*:*RunnerVsReference*' \
     --gtest_output="json:$out/gemv_tests.json" >"$out/gemv_tests.log" 2>&1
   gemv_status=$?
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/gemv_tests.log" | tee -a "$summary"
