@@ -107,7 +107,7 @@ inline nlohmann::json gemv_kernel_sweep(const ModelConfig& c, double copy_gbs, c
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   set_programmatic_launch(true);
   GemvIo io(c);
-  std::printf("%-6s %-5s %-8s %-6s %2s %5s %9s %8s %6s\n", "kernel", "w", "proj", "form", "m", "split", "us", "GB/s",
+  std::printf("%-8s %-5s %-8s %-6s %2s %5s %9s %8s %6s\n", "kernel", "w", "proj", "form", "m", "split", "us", "GB/s",
               "%copy");
   for (const Proj& pr : projections(c)) {
     const std::string proj = pr.name;
@@ -124,11 +124,14 @@ inline nlohmann::json gemv_kernel_sweep(const ModelConfig& c, double copy_gbs, c
       const double us = gemv_us(p, w, fp8, s);
       const double gbs = gemv_bytes(p, fp8) / (us * 1e-6) / 1e9;
       const char* form_name = form == GemvForm::kPlain ? "plain" : "fused";
-      std::printf("%-6s %-5s %-8s %-6s %2lld %5d %9.2f %8.0f %5.1f%%\n", gemv_kernel_name(kernel), fp8 ? "fp8" : "bf16",
-                  proj.c_str(), form_name, static_cast<long long>(m), split, us, gbs, 100.0 * gbs / copy_gbs);
+      // The automatic split (marked *) as the kernel picks it for one row.
+      const int shown = split == 0 ? gemv_auto_split(pr.n, pr.k, kernel, fp8) : split;
+      std::printf("%-8s %-5s %-8s %-6s %2lld %4d%s %9.2f %8.0f %5.1f%%\n", gemv_kernel_name(kernel),
+                  fp8 ? "fp8" : "bf16", proj.c_str(), form_name, static_cast<long long>(m), shown, split == 0 ? "*" : " ",
+                  us, gbs, 100.0 * gbs / copy_gbs);
       std::fflush(stdout);
       return nlohmann::json{{"kernel", gemv_kernel_name(kernel)}, {"weights", fp8 ? "fp8" : "bf16"},
-                            {"gemm", proj}, {"form", form_name}, {"m", m}, {"split", split}, {"us", us},
+                            {"gemm", proj}, {"form", form_name}, {"m", m}, {"split", shown}, {"auto", split == 0}, {"us", us},
                             {"gb_per_s", gbs}, {"fraction_of_copy", gbs / copy_gbs}};
     };
     for (GemvKernel kernel : kernels)
@@ -198,7 +201,7 @@ inline nlohmann::json gemv_kernel_chain(const ModelConfig& c, double copy_gbs, c
       const double ms = replay_ms(g, s, 10);
       cudaGraphExecDestroy(g);
       const double gbs = bytes / (ms * 1e-3) / 1e9;
-      std::printf("chain %-6s %-5s %8.3f ms %8.0f GB/s %5.1f%% of copy\n", gemv_kernel_name(kernel),
+      std::printf("chain %-8s %-5s %8.3f ms %8.0f GB/s %5.1f%% of copy\n", gemv_kernel_name(kernel),
                   fp8 ? "fp8" : "bf16", ms, gbs, 100.0 * gbs / copy_gbs);
       std::fflush(stdout);
       out.push_back({{"kernel", gemv_kernel_name(kernel)}, {"weights", fp8 ? "fp8" : "bf16"}, {"ms", ms},

@@ -215,21 +215,26 @@ __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
   }
 }
 
+// Shared memory that keeps a second block off an SM (of 228 KB): a grid planned at one block
+// per SM must not land two on one SM, as it may when the previous kernel still holds some SMs
+// as it starts (programmatic launch), since the blocks never move and the SM with two would
+// take twice as long.
+constexpr size_t kOneBlockPerSmSmem = 116 * 1024;
+
 template <bool kFp8, int kU, int kMinBlocks>
 void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
   constexpr auto kernel = gemv_mma_kernel<kFp8, kU, kMinBlocks>;
+  static PerDeviceOnce raised;
+  once_per_device(raised, [] {
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  });
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(p.m * p.k * 2) : 0;
-  if (smem > 48 * 1024) {
-    static PerDeviceOnce raised;
-    once_per_device(raised, [] {
-      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    });
-  }
   int per_sm = 0;
   OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
   const GemvMmaGrid grid =
       gemv_mma_grid(num_pairs, p.k, kFp8, split, kU, gemv_device_sms(), std::clamp(per_sm, 1, kMinBlocks));
-  launch_programmatic(kernel, dim3(static_cast<unsigned>(grid.blocks)), dim3(kGemvThreads), smem, stream,
+  const size_t launch_smem = grid.per_sm == 1 && per_sm > 1 ? std::max(smem, kOneBlockPerSmSmem) : smem;
+  launch_programmatic(kernel, dim3(static_cast<unsigned>(grid.blocks)), dim3(kGemvThreads), launch_smem, stream,
                       kFp8 ? "gemv_mma_kernel<fp8>" : "gemv_mma_kernel", p, grid.split, half_span,
                       static_cast<int>(num_pairs), static_cast<int>(grid.rounds));
 }
@@ -261,7 +266,7 @@ GemvMmaGrid gemv_mma_grid(int64_t num_pairs, int64_t k, bool fp8, int split, int
     for (int q = 1; q <= max_per_sm; ++q) {
       const int64_t slots = int64_t{q} * sms;
       const int64_t per_sm_rounds = int64_t{q} * ((rounds + slots - 1) / slots);
-      choices.push_back({{s, rounds, std::min(rounds, slots)},
+      choices.push_back({{s, rounds, std::min(rounds, slots), q},
                          static_cast<double>(rounds) / static_cast<double>(sms * per_sm_rounds)});
     }
   }

@@ -19,6 +19,7 @@ struct GemvMmaGrid {
   int split = 1;
   int64_t rounds = 0;  // groups of 8 / split output pairs, each one block's turn
   int64_t blocks = 0;
+  int per_sm = 1;  // blocks per SM the choice assumes
 };
 
 // split 0 picks one; otherwise that split, with the best block count for it.
