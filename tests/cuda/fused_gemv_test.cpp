@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/gemv_mma.h"
 #include "model/fp8_quant.h"
 #include "test_util.h"
 
@@ -60,6 +61,25 @@ std::vector<float> random_f32(size_t n, uint32_t seed, float lo, float hi) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
+}
+
+// The tensor-core kernel's grid (host arithmetic, no GPU): every group of 8 pairs and part of k
+// gets exactly one round, no SM holds more rounds than the planned share, and the Llama-3-8B
+// projections on an H200's 132 SMs get the grids the design expects.
+TEST(Gemv, MmaGridCoversEveryRoundAndEvensThemOverSms) {
+  struct Case { int64_t n, k; bool fp8; int per_sm; int split, blocks; };
+  for (const Case& cs : {Case{6144, 4096, false, 2, 8, 132}, Case{4096, 4096, true, 2, 8, 256},
+                         Case{28672, 4096, false, 2, 8, 264}, Case{4096, 14336, false, 1, 8, 132},
+                         Case{128256, 4096, true, 1, 4, 132}, Case{7, 8, false, 2, 1, 1}}) {
+    const int64_t pairs = (cs.n + 1) / 2;
+    const GemvMmaGrid g = gemv_mma_grid(pairs, cs.k, cs.fp8, 0, kGemvMmaUnroll, 132, cs.per_sm);
+    EXPECT_EQ(g.split, cs.split) << cs.n << "x" << cs.k;
+    EXPECT_EQ(g.blocks, cs.blocks) << cs.n << "x" << cs.k;
+    EXPECT_EQ(g.rounds, ((pairs + 7) / 8 * g.split + 7) / 8) << cs.n << "x" << cs.k;
+    EXPECT_LE(g.blocks, int64_t{132} * g.per_sm);
+    for (int split : {1, 2, 4, 8})  // a forced split is kept
+      EXPECT_EQ(gemv_mma_grid(pairs, cs.k, cs.fp8, split, kGemvMmaUnroll, 132, cs.per_sm).split, split);
+  }
 }
 
 TEST(Gemv, PlainProductMatchesCpuTwinForEverySplit) {
