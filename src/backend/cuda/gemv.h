@@ -50,7 +50,7 @@ enum class GemvEpilogue {
                  // of its elements, so the warps count their writes in kv_row_counters
 };
 
-// Which kernel streams the weights. Both store the same results (fp32 sums of exact products,
+// Which kernel streams the weights. All store the same results (fp32 sums of exact products,
 // in different orders); benchmarks compare them (cuda_decode_bench --only gemv).
 enum class GemvKernel {
   kPairs,  // a warp per pair of output rows, fp32 FMAs; one launch wave after another, the split
