@@ -5,6 +5,12 @@
 //
 //   cuda_decode_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 64,256]
 //                     [--prompt-len N] [--quantization none|fp8] [--quick 1] [--elementwise 1]
+//                     [--only gemv] [--gemv-kernels pairs,mma,mma-deep] [--gemv-rows 1,2,4,8]
+//
+// --only gemv measures the copy rate and the decode GEMV kernels alone (cuda_gemv_kernels_bench.h:
+// every kernel named by --gemv-kernels, bf16 and FP8 weights, each projection plain and fused,
+// the --gemv-rows row counts, the splits of k, the model's weight-streaming chain; then the FP8
+// linear sweep with cuBLASLt beside the GEMV up to kFp8GemvMaxRows rows) and stops there.
 //
 // --quantization fp8 runs the same model with FP8 linear layers (weights quantized on the GPU
 // at load) and adds fp8_gemms, each projection through the FP8 path against bf16. --quick 1
@@ -32,6 +38,7 @@
 #include "cuda_elementwise_bench.h"
 #include "cuda_fp8_gemm_bench.h"
 #include "cuda_gemv_bench.h"
+#include "cuda_gemv_kernels_bench.h"
 
 using namespace optimate;
 using namespace optimate::cuda;
@@ -107,7 +114,9 @@ double decode_throughput(CudaModelRunner& runner, Seqs& s, int64_t steps, int64_
 int main(int argc, char** argv) {
   int64_t layers = 32, num_decode_steps = 128, prompt_len = 256, prefill_len = 2048;
   std::vector<int64_t> batches = {64, 256, 1024};
-  std::string out_path, quantization = "none";
+  std::string out_path, quantization = "none", only;
+  std::string gemv_kernel_names = "pairs,mma,mma-deep";
+  std::vector<int64_t> gemv_rows = {1, 2, 4, 8};
   bool quick = false, elementwise = false;
   const bool flags_ok = bench::parse_flags(
       argc, argv,
@@ -118,7 +127,10 @@ int main(int argc, char** argv) {
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }},
        {"--quantization", [&](const std::string& v) { quantization = v; }},
        {"--quick", [&](const std::string& v) { quick = v != "0"; }},
-       {"--elementwise", [&](const std::string& v) { elementwise = v != "0"; }}});
+       {"--elementwise", [&](const std::string& v) { elementwise = v != "0"; }},
+       {"--only", [&](const std::string& v) { only = v; }},
+       {"--gemv-kernels", [&](const std::string& v) { gemv_kernel_names = v; }},
+       {"--gemv-rows", [&](const std::string& v) { gemv_rows = bench::parse_list(v); }}});
   if (!flags_ok) return 2;
   try {
     nlohmann::json j;
@@ -129,6 +141,22 @@ int main(int argc, char** argv) {
     const double copy_gbs = bench::copy_bandwidth_gbs();
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
     const ModelConfig c = llama3_8b(layers);
+    if (only == "gemv") {
+      std::vector<GemvKernel> gemv_kernels;
+      for (size_t p = 0; p <= gemv_kernel_names.size();) {
+        const size_t q = std::min(gemv_kernel_names.find(',', p), gemv_kernel_names.size());
+        gemv_kernels.push_back(parse_gemv_kernel(gemv_kernel_names.substr(p, q - p)));
+        p = q + 1;
+      }
+      std::printf("copy %.0f GB/s\n", copy_gbs);
+      j["gemv_kernels"] = bench::gemv_kernel_sweep(c, copy_gbs, gemv_kernels, gemv_rows);
+      j["gemv_kernel_chain"] = bench::gemv_kernel_chain(c, copy_gbs, gemv_kernels);
+      j["fp8_gemms"] = bench::fp8_gemm_sweep(c);
+      std::printf("%s\n", j.dump(2).c_str());
+      bench::write_json(out_path, j);
+      return 0;
+    }
+    if (!only.empty()) throw std::invalid_argument("--only " + only + " (gemv)");
     // The GEMM ceiling of the breakdowns: the measured 8192^3 bf16 rate of this workplace's
     // H200 (REFERENCE.md).
     constexpr double kGemmTflops = 790.0;

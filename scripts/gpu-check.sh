@@ -41,12 +41,14 @@
 #   elementwise_tests.log/json elementwise.json elementwise.txt  the `elementwise` stage
 #                             (scripts/gpu-elementwise.sh): the GEMM path's elementwise kernels,
 #                             their tests and the current kernels against the baseline
+#   gemv_tests.log gemv_tests.json gemv.json gemv.log  the `gemv` stage: the decode GEMV tests
+#                             (every kernel, bf16 and FP8) and cuda_decode_bench --only gemv
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise and serving): the stages to run after the build, of
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv and serving): the stages to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise serving
+#   elementwise gemv serving
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -213,6 +215,18 @@ if want elementwise; then
   note "== elementwise kernels: tests, current against baseline (kernels alone, prefill breakdowns)"
   "$root/scripts/gpu-elementwise.sh" "$out" | tee -a "$summary"
   elementwise_status=${PIPESTATUS[0]}
+fi
+gemv_status=0
+if want gemv; then
+  note "== decode GEMV kernels: tests, then every kernel per shape, row count and weight type"
+  "$build/tests/test_cuda" --gtest_filter='Gemv.*:Fp8*:Gemm*:KvCacheWrite.FusedGemv*:CudaRunner.*:*RunnerVsReference*' \
+    --gtest_output="json:$out/gemv_tests.json" >"$out/gemv_tests.log" 2>&1
+  gemv_status=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/gemv_tests.log" | tee -a "$summary"
+  grep -E "Failure|expected|elements outside|bytes differ" "$out/gemv_tests.log" | head -40
+  "$build/cuda_decode_bench" --only gemv --out "$out/gemv.json" >"$out/gemv.log" 2>&1
+  [[ $? -eq 0 ]] || gemv_status=1
+  grep -vE '^[][{}" ]|^ ' "$out/gemv.log" | tee -a "$summary"
 fi
 fp8_status=0
 fp8_part() { [[ " ${OPTIMATE_FP8_PARTS:-tests bench offline} " == *" $1 "* ]]; }
@@ -438,5 +452,5 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status"
-[[ $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status"
+[[ $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -8,6 +8,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/fp8_quantize.h"
 #include "backend/cuda/fp8_weights.h"
+#include "backend/cuda/gemv.h"
 #include "model/fp8_quant.h"
 #include "small_models.h"
 #include "test_util.h"
@@ -137,6 +138,63 @@ TEST(Fp8, LinearMatchesTheHostTwinOnEveryPath) {
     }
   }
   gemm.set_path(Fp8GemmPath::kAuto);
+}
+
+// Each GEMV kernel on FP8 codes at every row count it takes, against the host twin: the
+// Llama-3-8B attention width, odd widths and k off every kernel's load grid, the kernel's own
+// split of k and forced ones, bf16 and fp32 outputs (the fused inputs and epilogues over FP8
+// codes: fused_gemv_test.cpp).
+TEST(Fp8, GemvKernelsMatchTheHostTwin) {
+  OPTIMATE_REQUIRE_GPU();
+  struct Case { int64_t n, k; bool bias; GemmOutput out; };
+  const Case cases[] = {{4096, 4096, false, GemmOutput::kBf16},
+                        {1001, 1040, true, GemmOutput::kF32},
+                        {130, 14336, false, GemmOutput::kF32},
+                        {7, 16, true, GemmOutput::kF32}};
+  for (const Case& cs : cases) {
+    const Bf16Data x = random_bf16(kFp8GemvMaxRows * cs.k, 51);
+    const Bf16Data w = random_bf16(cs.n * cs.k, 52, -0.05f, 0.05f);
+    const Bf16Data b = random_bf16(cs.n, 53);
+    const Fp8Matrix q = quantize_fp8_matrix(w.values.data(), cs.n, cs.k);
+    std::vector<float> ref(kFp8GemvMaxRows * cs.n);
+    fp8_linear_reference(x.values.data(), kFp8GemvMaxRows, q, ref.data());  // rows independent up to 8
+    if (cs.bias)
+      for (int64_t i = 0; i < kFp8GemvMaxRows; ++i)
+        for (int64_t j = 0; j < cs.n; ++j) ref[i * cs.n + j] += b.values[j];
+    auto d_x = upload(x.bits);
+    auto d_codes = upload(q.codes);
+    auto d_scales = upload(q.scales);
+    auto d_b = upload(b.bits);
+    const bool f32 = cs.out == GemmOutput::kF32;
+    for (GemvKernel kernel : {GemvKernel::kPairs, GemvKernel::kMma, GemvKernel::kMmaDeep})
+      for (int split : {0, 1, 8})
+        for (int64_t m = 1; m <= kFp8GemvMaxRows; ++m) {
+          DeviceBuffer<uint8_t> d_y(m * cs.n * (f32 ? 4 : 2));
+          OPTIMATE_CUDA_CHECK(cudaMemset(d_y.get(), 0xff, d_y.bytes()));  // NaN poison
+          GemvParams p;
+          p.kernel = kernel;
+          p.split_k = split;
+          p.m = m;
+          p.n = cs.n;
+          p.k = cs.k;
+          p.x = bf16_ptr(d_x);
+          p.w_fp8 = reinterpret_cast<const __nv_fp8_e4m3*>(d_codes.get());
+          p.w_scale = d_scales.get();
+          p.bias = cs.bias ? bf16_ptr(d_b) : nullptr;
+          p.y = d_y.get();
+          p.epilogue = f32 ? GemvEpilogue::kStoreF32 : GemvEpilogue::kStoreBf16;
+          gemv(p, nullptr);
+          const std::vector<float> want(ref.begin(), ref.begin() + m * cs.n);
+          const std::string what = std::string("fp8 gemv ") + gemv_kernel_name(kernel) + " split " +
+                                   std::to_string(split) + " m " + std::to_string(m) + " n " + std::to_string(cs.n) +
+                                   " k " + std::to_string(cs.k);
+          if (f32)
+            expect_close(download(reinterpret_cast<const float*>(d_y.get()), m * cs.n), want, 2e-3f, 2e-3f, what);
+          else
+            expect_close(download_bf16(reinterpret_cast<const uint16_t*>(d_y.get()), m * cs.n), want, 1e-2f, 1e-2f,
+                         what);
+        }
+  }
 }
 
 }  // namespace

@@ -91,7 +91,9 @@ TEST(KvCacheWrite, FusedGemvEpilogueQuantizesAsStoreRow) {
     auto d_pos = upload(pos);
     auto d_targets = upload(targets);
     auto d_freq = upload(inv_freq);
-    for (int split : {1, 2}) {
+    for (const auto& [kernel, split] : {std::pair{GemvKernel::kPairs, 1}, std::pair{GemvKernel::kPairs, 2},
+                                        std::pair{GemvKernel::kMma, 0}, std::pair{GemvKernel::kMma, 2},
+                                        std::pair{GemvKernel::kMmaDeep, 0}}) {
       DeviceArenas d(c);
       DeviceBuffer<uint16_t> d_y(m * n);
       DeviceBuffer<int> counters(kGemvMaxRows * 2 * cs.kv_heads);
@@ -113,9 +115,11 @@ TEST(KvCacheWrite, FusedGemvEpilogueQuantizesAsStoreRow) {
       p.num_kv_heads = cs.kv_heads;
       p.head_dim = D;
       p.block_size = bs;
+      p.kernel = kernel;
       p.split_k = split;
       const std::string what = "fused QKV heads " + std::to_string(cs.heads) + "/" + std::to_string(cs.kv_heads) +
-                               " D " + std::to_string(D) + " split " + std::to_string(split);
+                               " D " + std::to_string(D) + " kernel " + gemv_kernel_name(kernel) + " split " +
+                               std::to_string(split);
       for (int rep = 0; rep < 2; ++rep) {
         gemv(p, nullptr);
         const std::vector<float> y = download_bf16(d_y.get(), m * n);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -49,7 +50,20 @@ enum class GemvEpilogue {
                  // of its elements, so the warps count their writes in kv_row_counters
 };
 
+// Which kernel streams the weights. All store the same results (fp32 sums of exact products,
+// in different orders); benchmarks compare them (cuda_decode_bench --only gemv).
+enum class GemvKernel {
+  kPairs,  // a warp per pair of output rows, fp32 FMAs; one launch wave after another, the split
+           // of k filling the last wave (the original kernel, kept as the baseline)
+  kMma,    // a warp per 8 pairs on mma.m16n8k16 (bf16 in, fp32 accumulate): the 16 weight rows
+           // are the A tile, the m <= 8 rows of x the columns of B, FP8 codes widened once to
+           // bf16 (exact) whatever m is; a persistent grid whose blocks stream one round after
+           // another with the next round's loads in flight, split of k chosen per shape
+  kMmaDeep,  // kMma with twice the loads in flight per warp (8 KB), one block per SM
+};
+
 struct GemvParams {
+  GemvKernel kernel = GemvKernel::kMma;
   GemvInput input = GemvInput::kBf16;
   GemvEpilogue epilogue = GemvEpilogue::kStoreBf16;
   int64_t m = 0, n = 0, k = 0;
@@ -70,14 +84,18 @@ struct GemvParams {
   KvArena kv_cache;
   int* kv_row_counters = nullptr;              // [kGemvMaxRows, 2, kv_heads] zeros; kv_cache.quantized
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
-  // Warps that share one pair of output rows, each streaming every split_k-th 256-element
-  // chunk of k (1, 2, 4 or 8); 0 picks the split whose grid best fills its last wave.
+  // Warps that share one group of output rows, each streaming a split_k-th of k (1, 2, 4 or
+  // 8; kPairs: every split_k-th 256-element chunk); 0 picks the split per kernel and shape.
   int split_k = 0;
 };
 
 void gemv(const GemvParams& p, cudaStream_t stream);
 
 // The split_k that gemv picks for one row (m = 1, plain input) of an [n, k] matrix.
-int gemv_auto_split(int64_t n, int64_t k);
+int gemv_auto_split(int64_t n, int64_t k, GemvKernel kernel = GemvKernel::kMma, bool fp8 = false);
+
+// "pairs" / "mma" / "mma-deep" (benchmark flags), and back; throws on an unknown name.
+GemvKernel parse_gemv_kernel(const std::string& name);
+const char* gemv_kernel_name(GemvKernel kernel);
 
 }  // namespace optimate::cuda
