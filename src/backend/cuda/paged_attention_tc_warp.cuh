@@ -1,4 +1,4 @@
-// One warp of the tensor-core decode kernel (paged_attention_tc.cu)
+// One warp of the tensor-core decode kernels (paged_attention_tc.cu, paged_attention_heads.cu)
 // walking a range of one row's keys in chunks of 16: the block table window, the loads of a
 // chunk (bf16, or any precision in a cache that may hold quantized blocks), a bf16 chunk's
 // mma, and the loop that keeps chunks in flight while one is computed. The register layouts
