@@ -133,17 +133,18 @@ inline void check_decode_attention(const AttentionCache& c, const AttentionShape
       EXPECT_EQ(download(counters.get(), S * s.num_kv_heads), std::vector<int>(S * s.num_kv_heads, 0)) << name;
       if (::testing::Test::HasFailure()) return;  // one case's mismatches are enough to read
     }
-  // The head-cluster kernel at each cluster size and both block sizes (cluster 0: through
-  // paged_attention, as kAuto and the runner launch it), without and with early loads; it
-  // needs no workspace nor counters.
+  // The head-cluster kernel at each cluster size and both block sizes (cluster 0: kAuto
+  // through paged_attention, as the runner launches it, which takes the head clusters for few
+  // rows), without and with early loads; it needs no workspace nor counters.
   const std::pair<int, int> clusters_warps[] = {{0, 8}, {1, 8}, {2, 8}, {4, 8}, {8, 8}, {1, 4}, {8, 4}};
   for (auto [cluster, warps] : clusters_warps) {
     DeviceBuffer<uint16_t> d_out(S * qd);
     PagedAttentionParams p = row_params(c, s, d_q.get(), stride, d_tables.get(), d_seq.get(), d_ctx.get(), S, d_out.get());
-    p.kernel = DecodeAttentionKernel::kHeadClusters;
-    const std::string name = what + ", head-cluster decode, " + shape_name(s) + ", cluster " +
-                             (cluster ? std::to_string(cluster) + " of " + std::to_string(warps) + "-warp blocks"
-                                      : std::string("as dispatched"));
+    p.kernel = cluster ? DecodeAttentionKernel::kHeadClusters : DecodeAttentionKernel::kAuto;
+    const std::string name = what + ", " + shape_name(s) +
+                             (cluster ? ", head-cluster decode, cluster " + std::to_string(cluster) + " of " +
+                                            std::to_string(warps) + "-warp blocks"
+                                      : std::string(", decode as kAuto dispatches it"));
     for (int run = 0; run < 2; ++run) {
       p.prior_keys_stable = run > 0;
       OPTIMATE_CUDA_CHECK(cudaMemcpy(d_out.get(), poison.data(), poison.size() * 2, cudaMemcpyHostToDevice));

@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                                            AttentionShape{16, 2, 128}));
 
 // Batches of 1 to 8 rows, where kAuto takes the head-cluster kernel on a GPU of 128 SMs or
-// more: every kernel on the Llama-3-8B shape, contexts up to past 4096.
+// more (as on the H200): every kernel on the Llama-3-8B shape, contexts up to past 4096.
 TEST(DecodeAttentionSmallBatch, EveryKernelMatchesCpuTwinFromOneToEightRows) {
   OPTIMATE_REQUIRE_GPU();
   const AttentionShape s{32, 8, 128};

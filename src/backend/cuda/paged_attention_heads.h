@@ -12,6 +12,9 @@ namespace optimate::cuda {
 
 // Blocks a cluster may have: 1, 2, 4 or 8 (portable), 16 where the device allows it.
 inline constexpr int kHeadClusterMaxPortable = 8;
+// Warps per block as kAuto launches it: 8 fill an SM's registers; 4 let two blocks (or one and
+// a block of the kernel before, under programmatic launch) share it.
+inline constexpr int kHeadClusterWarps = 8;
 
 // The cluster size kAuto and kHeadClusters launch with: the largest power of two up to 8 that
 // keeps the num_rows * num_kv_heads clusters' blocks (one per SM) within half the SMs, so that
@@ -21,12 +24,13 @@ int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, in
 
 // How many clusters of `cluster_size` blocks of `warps` warps of the kernel p would run can be
 // resident at once (0 where that size cannot launch).
-int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cluster_size, int warps = 8);
+int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cluster_size,
+                                           int warps = kHeadClusterWarps);
 
 // Needs block_size % 16 == 0 and num_heads / num_kv_heads <= 8 (the caller checks);
 // num_splits, workspace and split_counters are not used. cluster_size: 1, 2, 4, 8 or 16;
 // warps per block: 8 or 4.
 void paged_attention_head_clusters(const PagedAttentionParams& p, int cluster_size, cudaStream_t stream,
-                                   int warps = 8);
+                                   int warps = kHeadClusterWarps);
 
 }  // namespace optimate::cuda
