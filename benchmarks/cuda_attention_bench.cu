@@ -4,19 +4,25 @@
 //   runner's split choice and in-launch combine; achieved KV bandwidth against the copy rate;
 // - prefill: causal tiles of one long prompt and of many short ones; achieved TFLOP/s;
 // - kv: long-context decode over caches of bf16, fp8, int8 and int4 blocks (and bf16 blocks in
-//   a cache that may hold quantized ones, the kernels' branching variant): time, the bytes of
-//   codes and scales read, and their rate.
+//   a cache that may hold quantized ones, the kernels' branching variant), each kernel (the
+//   head clusters at the size kAuto would take, or 1): time, the bytes of codes and scales
+//   read, and their rate.
 // Each case runs over `layers` distinct caches (a real step's layers; together well past L2)
 // captured in one graph; figures are per layer, medians of graph replays.
 //
+// - small: batches of 1 to 16 rows at contexts 300 to 8192, the head-cluster kernel against
+//   the split kernels at their best split count (over as many layers as keep K/V out of L2);
+//
 //   cuda_attention_bench [--out FILE.json] [--layers N] [--context N] [--batches 1,64,256,1024]
 //                        [--kv-context N] [--kv-batches 8,64] [--kv-split-scales 1,2,4]
-//                        [--only decode|prefill|kv] [--kv-precisions bf16,fp8,int8,int4]
+//                        [--small-batches 1,2,4,8,16] [--small-contexts 300,1024,4096,8192]
+//                        [--only decode|small|prefill|kv] [--kv-precisions bf16,fp8,int8,int4]
 // (--kv-split-scales: the kv cases again with the runner's split count times each factor; 0
 // takes the count of a bf16-only cache, which a quantized one had before it got more splits)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -29,6 +35,7 @@
 #include "backend/cuda/dummy_fill.h"
 #include "backend/cuda/kv_cache_write.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/paged_attention_heads.h"
 #include "backend/cuda/prefill_attention.h"
 #include "cuda_bench_util.h"
 #include "kv/kv_format.h"
@@ -72,6 +79,12 @@ struct Setup {
             false};
   }
 };
+
+const char* kernel_name(DecodeAttentionKernel k) {
+  return k == DecodeAttentionKernel::kTensorCores    ? "tensor_cores"
+         : k == DecodeAttentionKernel::kHeadClusters ? "head_clusters"
+                                                     : "cuda_cores";
+}
 
 template <typename T>
 DeviceBuffer<T> to_device(const std::vector<T>& h) {
@@ -139,6 +152,100 @@ nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, Decod
               name, long(batch), long(context), splits, used, us, gbs, 100.0 * gbs / copy_gbs);
   return {{"kernel", name}, {"batch", batch}, {"context", context}, {"splits", splits}, {"splits_used", used},
           {"us_per_layer", us}, {"kv_gb_per_s", gbs}, {"fraction_of_copy", gbs / copy_gbs}};
+}
+
+// Small batches, the head-cluster kernel against the split kernels: `batch` rows of `context`
+// keys over enough layers' caches (at least 256 MB of K/V, 2 to 256 layers) that replays read
+// them from memory, not L2. Each split kernel at every split count (best and runner's choice
+// kept), the head-cluster kernel at every cluster size and as kAuto dispatches it.
+nlohmann::json small_batch_case(int64_t batch, int64_t context, int num_sms, double copy_gbs, cudaStream_t s) {
+  const double bytes = 2.0 * batch * context * kKvHeads * kDim * 2;  // K and V, bf16, per layer
+  const int64_t layers = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(256e6 / bytes)), 2, 256);
+  Setup st(layers, batch, context, batch);
+  std::vector<int32_t> seq(batch), ctx(batch, static_cast<int32_t>(context));
+  std::iota(seq.begin(), seq.end(), 0);
+  auto d_seq = to_device(seq);
+  auto d_ctx = to_device(ctx);
+  DeviceBuffer<float> ws(std::max<int64_t>(1, paged_attention_workspace_floats(batch, kHeads, 64, kDim)));
+  DeviceBuffer<int> counters(batch * kKvHeads);
+  OPTIMATE_CUDA_CHECK(cudaMemset(counters.get(), 0, counters.bytes()));
+  // us per layer of `launch(p)` over every layer, or -1 where it cannot launch (a cluster size
+  // the device does not allow).
+  auto time_us = [&](DecodeAttentionKernel kernel, int splits, const std::function<void(PagedAttentionParams&)>& launch) {
+    PagedAttentionParams p = decode_params(st.q.get(), d_seq.get(), d_ctx.get(), st.tables.get(), st.max_blocks,
+                                           st.out.get(), ws.get(), counters.get(), batch, splits, kernel);
+    p.prior_keys_stable = true;  // as the runner launches decode rows
+    p.cache = st.arena(0);
+    try {
+      launch(p);
+      OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(s));
+    } catch (const std::exception&) {
+      cudaGetLastError();
+      return -1.0;
+    }
+    cudaGraphExec_t g = bench::capture(s, [&] {
+      for (int64_t l = 0; l < layers; ++l) {
+        p.cache = st.arena(l);
+        launch(p);
+      }
+    });
+    const double us = bench::replay_ms(g, s, 20) * 1e3 / layers;
+    cudaGraphExecDestroy(g);
+    return us;
+  };
+  auto rate = [&](double us) { return bytes / (us * 1e-6) / 1e9; };
+  nlohmann::json j{{"batch", batch}, {"context", context}, {"layers", layers}};
+  const std::string head = "small batch " + std::to_string(batch) + " ctx " + std::to_string(context);
+  double best_old = 1e30;
+  int tc_runner = 1;
+  for (auto kernel : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
+    const bool tc = kernel == DecodeAttentionKernel::kTensorCores;
+    const int runner = paged_attention_num_splits(batch, {kHeads, kKvHeads, kDim, kBlock, kernel}, context, num_sms);
+    if (tc) tc_runner = runner;
+    double best = 1e30, at_runner = 0;
+    int best_splits = 0;
+    for (int splits : {1, 2, 4, 8, 16, 32, 64, runner}) {
+      if (splits > 1 && splits * 32 > context && splits != runner) continue;
+      const double us = time_us(kernel, splits, [&](PagedAttentionParams& p) { paged_attention(p, s); });
+      if (splits == runner) at_runner = us;
+      if (us < best) best = us, best_splits = splits;
+    }
+    best_old = std::min(best_old, best);
+    j[kernel_name(kernel)] = {{"best_us", best}, {"best_splits", best_splits}, {"runner_splits", runner},
+                              {"runner_us", at_runner}, {"best_fraction_of_copy", rate(best) / copy_gbs}};
+    std::printf("%s %-13s best %7.1f us/layer (splits %2d) %6.0f GB/s (%4.1f%% of copy); runner's %2d splits %7.1f us\n",
+                head.c_str(), kernel_name(kernel), best, best_splits, rate(best), 100.0 * rate(best) / copy_gbs, runner,
+                at_runner);
+  }
+  // kAuto as the runner launches it: the head clusters for few rows, else the tensor-core
+  // kernel with the runner's splits.
+  const int auto_size = paged_attention_head_cluster_size(batch, kKvHeads, num_sms);
+  const double auto_us =
+      time_us(DecodeAttentionKernel::kAuto, tc_runner, [&](PagedAttentionParams& p) { paged_attention(p, s); });
+  std::printf("%s %-13s %7.1f us/layer (cluster %d) %6.0f GB/s (%4.1f%% of copy); best split kernel / auto %.2fx\n",
+              head.c_str(), "auto", auto_us, auto_size, rate(auto_us), 100.0 * rate(auto_us) / copy_gbs,
+              best_old / auto_us);
+  j["auto"] = {{"cluster", auto_size}, {"us", auto_us}, {"kv_gb_per_s", rate(auto_us)},
+               {"fraction_of_copy", rate(auto_us) / copy_gbs}, {"best_split_kernel_over_auto", best_old / auto_us}};
+  for (int warps : {8, 4}) {
+    std::printf("%s head_clusters %d warps, us/layer per cluster size (resident clusters):", head.c_str(), warps);
+    for (int cluster : {1, 2, 4, 8, 16}) {
+      PagedAttentionParams shape = decode_params(st.q.get(), d_seq.get(), d_ctx.get(), st.tables.get(), st.max_blocks,
+                                                 st.out.get(), ws.get(), counters.get(), batch, 1,
+                                                 DecodeAttentionKernel::kHeadClusters);
+      shape.cache = st.arena(0);
+      const int resident = paged_attention_head_clusters_resident(shape, cluster, warps);
+      const double us = time_us(DecodeAttentionKernel::kHeadClusters, 1,
+                                [&](PagedAttentionParams& p) { paged_attention_head_clusters(p, cluster, s, warps); });
+      std::printf("  %2d: %6.1f (%d)", cluster, us, resident);
+      j["head_clusters"].push_back({{"cluster", cluster}, {"warps", warps}, {"resident_clusters", resident}, {"us", us},
+                                    {"kv_gb_per_s", us > 0 ? rate(us) : 0.0},
+                                    {"fraction_of_copy", us > 0 ? rate(us) / copy_gbs : 0.0}});
+    }
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  return j;
 }
 
 // `seqs` prompts of `len` tokens each, all in one prefill step.
@@ -246,7 +353,7 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
   const double bytes = 2.0 * batch * context * kKvHeads * static_cast<double>(block.row_bytes + block.scale_bytes);
   const double gbs = bytes / (us * 1e-6) / 1e9;
   const std::string name = std::string(kv::kv_precision_name(precision)) + (dynamic ? " (dynamic cache)" : "");
-  const char* kname = kernel == DecodeAttentionKernel::kTensorCores ? "tensor_cores" : "cuda_cores";
+  const char* kname = kernel_name(kernel);
   std::printf("kv %-20s %-12s batch %4ld ctx %6ld splits %2d: %9.1f us/layer %8.1f MB read %7.0f GB/s (%4.1f%% of copy)\n",
               name.c_str(), kname, long(batch), long(context), splits, us, bytes / 1e6, gbs, 100.0 * gbs / copy_gbs);
   return {{"precision", kv::kv_precision_name(precision)}, {"dynamic_cache", dynamic}, {"kernel", kname},
@@ -259,6 +366,7 @@ nlohmann::json kv_precision_case(int64_t batch, int64_t context, int64_t layers,
 int main(int argc, char** argv) {
   int64_t layers = 8, context = 300, kv_context = 8192;
   std::vector<int64_t> batches = {1, 64, 256, 1024}, kv_batches = {8, 64}, kv_split_scales = {1};
+  std::vector<int64_t> small_batches = {1, 2, 4, 8, 16}, small_contexts = {300, 1024, 4096, 8192};
   std::string out_path, only, kv_precision_list = "bf16,fp8,int8,int4";
   const bool flags_ok = bench::parse_flags(
       argc, argv,
@@ -270,6 +378,8 @@ int main(int argc, char** argv) {
        {"--kv-context", [&](const std::string& v) { kv_context = std::stoll(v); }},
        {"--kv-batches", [&](const std::string& v) { kv_batches = bench::parse_list(v); }},
        {"--kv-split-scales", [&](const std::string& v) { kv_split_scales = bench::parse_list(v); }},
+       {"--small-batches", [&](const std::string& v) { small_batches = bench::parse_list(v); }},
+       {"--small-contexts", [&](const std::string& v) { small_contexts = bench::parse_list(v); }},
        {"--batches", [&](const std::string& v) { batches = bench::parse_list(v); }}});
   if (!flags_ok) return 2;
   try {
@@ -298,6 +408,10 @@ int main(int argc, char** argv) {
         for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores})
           j["decode_batch1_splits"].push_back(decode_case(1, context, layers, k, prop.multiProcessorCount,
                                                           j["copy_bandwidth_gb_per_s"], s, splits));
+    if (only.empty() || only == "small")
+      for (int64_t b : small_batches)
+        for (int64_t c : small_contexts)
+          j["small_batch"].push_back(small_batch_case(b, c, prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s));
     if (only.empty() || only == "prefill") {
       j["prefill"].push_back(prefill_case(1, 2048, layers, s));
       j["prefill"].push_back(prefill_case(32, 256, layers, s));
@@ -306,7 +420,8 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "kv")
       for (int64_t scale : kv_split_scales)
         for (int64_t b : kv_batches)
-          for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores}) {
+          for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores,
+                         DecodeAttentionKernel::kHeadClusters}) {
             for (auto precision : kv_precisions)
               j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k,
                                                   prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,

@@ -8,8 +8,9 @@
 #   test_cuda.log test_cuda.json   the kernel and runner tests (GoogleTest JSON)
 #   hf_reference.log          the transformers reference for the end-to-end test
 #   bench.json bench.log      the benchmark's figures and progress
-#   attention.json attention.log  the attention kernels alone (both decode kernels, prefill,
-#                             long-context decode over bf16, fp8, int8 and int4 KV blocks)
+#   attention.json attention.log  the attention kernels alone (the decode kernels, small
+#                             batches against the head clusters, prefill, long-context decode
+#                             over bf16, fp8, int8 and int4 KV blocks)
 #   kv_tests.log kv_tests.json kv_attention.json kv_attention.log  the `kv` stage: the KV
 #                             precision tests and the long-context decode cases alone
 #   sampling.json sampling.log  fused vs unfused GPU sampling per step

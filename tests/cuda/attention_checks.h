@@ -1,15 +1,18 @@
 // The attention kernels' checks against an fp64 CPU twin, shared by the bf16 cache tests and
-// the quantized ones: decode rows through both kernels at several split counts (combined by a
-// second kernel, then in the launch, twice, so the split counters must reset), and causal
-// prefill chunks through the tensor-core tiles and the single-row fallback.
+// the quantized ones: decode rows through the split kernels at several split counts (combined
+// by a second kernel, then in the launch, twice, so the split counters must reset), through the
+// head-cluster kernel at every cluster size, and causal prefill chunks through the tensor-core
+// tiles and the single-row fallback.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/paged_attention_heads.h"
 #include "backend/cuda/prefill_attention.h"
 #include "test_util.h"
 
@@ -130,6 +133,27 @@ inline void check_decode_attention(const AttentionCache& c, const AttentionShape
       EXPECT_EQ(download(counters.get(), S * s.num_kv_heads), std::vector<int>(S * s.num_kv_heads, 0)) << name;
       if (::testing::Test::HasFailure()) return;  // one case's mismatches are enough to read
     }
+  // The head-cluster kernel at each cluster size and both block sizes (cluster 0: kAuto
+  // through paged_attention, as the runner launches it, which takes the head clusters for few
+  // rows), without and with early loads; it needs no workspace nor counters.
+  const std::pair<int, int> clusters_warps[] = {{0, 8}, {1, 8}, {2, 8}, {4, 8}, {8, 8}, {1, 4}, {8, 4}};
+  for (auto [cluster, warps] : clusters_warps) {
+    DeviceBuffer<uint16_t> d_out(S * qd);
+    PagedAttentionParams p = row_params(c, s, d_q.get(), stride, d_tables.get(), d_seq.get(), d_ctx.get(), S, d_out.get());
+    p.kernel = cluster ? DecodeAttentionKernel::kHeadClusters : DecodeAttentionKernel::kAuto;
+    const std::string name = what + ", " + shape_name(s) +
+                             (cluster ? ", head-cluster decode, cluster " + std::to_string(cluster) + " of " +
+                                            std::to_string(warps) + "-warp blocks"
+                                      : std::string(", decode as kAuto dispatches it"));
+    for (int run = 0; run < 2; ++run) {
+      p.prior_keys_stable = run > 0;
+      OPTIMATE_CUDA_CHECK(cudaMemcpy(d_out.get(), poison.data(), poison.size() * 2, cudaMemcpyHostToDevice));
+      if (cluster) paged_attention_head_clusters(p, cluster, nullptr, warps);
+      else paged_attention(p, nullptr);
+      expect_close(download_bf16(d_out.get(), S * qd), ref, 1e-2f, 2e-2f, name + (run > 0 ? " (early loads)" : ""));
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 struct PrefillChunk {

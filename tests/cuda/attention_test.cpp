@@ -1,5 +1,6 @@
-// Paged decode attention (split-K, GQA packed) and tiled tensor-core prefill attention against
-// a CPU twin, over odd lengths, block boundaries, several GQA ratios and split counts.
+// Paged decode attention (split-K and head clusters, GQA packed) and tiled tensor-core prefill
+// attention against a CPU twin, over odd lengths, block boundaries, several GQA ratios, split
+// counts and cluster sizes.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -69,6 +70,20 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                          ::testing::Values(AttentionShape{32, 8, 128}, AttentionShape{9, 3, 64},
                                            AttentionShape{14, 2, 64}, AttentionShape{4, 4, 128},
                                            AttentionShape{16, 2, 128}));
+
+// Batches of 1 to 8 rows, where kAuto takes the head-cluster kernel on a GPU of 128 SMs or
+// more (as on the H200): every kernel on the Llama-3-8B shape, contexts up to past 4096.
+TEST(DecodeAttentionSmallBatch, EveryKernelMatchesCpuTwinFromOneToEightRows) {
+  OPTIMATE_REQUIRE_GPU();
+  const AttentionShape s{32, 8, 128};
+  const std::vector<int64_t> all = {300, 4097, 1024, 1, 16, 17, 2049, 33};
+  for (size_t b : {1, 2, 4, 8}) {
+    const std::vector<int64_t> lens(all.begin(), all.begin() + b);
+    const CacheFixture c(s, lens, 41 + uint32_t(b));
+    check_decode_attention(c.cache, s, lens, {1, 16}, 42, "bf16 cache, batch " + std::to_string(b));
+    if (HasFailure()) return;
+  }
+}
 
 // Prefill: five sequences, chunks that start after earlier context, lengths off the tile
 // and block grid. Both the tensor-core tiles and the single-row fallback are checked.

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/kv_block.h"
 #include "backend/cuda/paged_attention.h"
+#include "backend/cuda/paged_attention_heads.h"
 #include "backend/cuda/prefill_attention.h"
 #include "core/error.h"
 #include "kv/kv_format.h"
@@ -269,6 +270,24 @@ TEST(DecodeSplits, KernelChoiceFollowsTheGqaShapeAndBlockSize) {
   EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 8, 8), DecodeAttentionKernel::kCudaCores);
   EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kAuto, 32, 2, 16), DecodeAttentionKernel::kCudaCores);  // group 16
   EXPECT_EQ(resolve_decode_kernel(DecodeAttentionKernel::kCudaCores, 32, 8, 16), DecodeAttentionKernel::kCudaCores);
+}
+
+// Llama-3-8B on 132 SMs: while rows x kv heads is at most half the SMs, kAuto runs one cluster
+// per (row, kv head), of as many blocks as keep them within half the SMs.
+TEST(DecodeSplits, FewRowsTakeOneClusterPerKvHead) {
+  using K = DecodeAttentionKernel;
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 16, 132), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 8, 32, 8, 16, 132), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 9, 32, 8, 16, 132), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kTensorCores, 1, 32, 8, 16, 132), K::kTensorCores);  // on request
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 8, 132), K::kCudaCores);    // block size 8
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 32, 16, 132), K::kCudaCores);  // MHA
+  EXPECT_EQ(paged_attention_head_cluster_size(1, 8, 132), 8);
+  EXPECT_EQ(paged_attention_head_cluster_size(2, 8, 132), 4);
+  EXPECT_EQ(paged_attention_head_cluster_size(4, 8, 132), 2);
+  EXPECT_EQ(paged_attention_head_cluster_size(8, 8, 132), 1);
+  EXPECT_EQ(paged_attention_head_cluster_size(9, 8, 132), 0);
+  EXPECT_EQ(paged_attention_head_cluster_size(1, 1, 132), 8);  // at most 8, the portable size
 }
 
 // Few rows split their keys to fill the SMs, never below 32 keys a split nor past 64 splits, and

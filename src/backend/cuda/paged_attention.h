@@ -1,10 +1,13 @@
 // Attention of single query rows over the paged KV cache: the decode kernels (split-K
 // "flash-decoding", GQA heads packed), also correct, though slow, for prefill rows.
 //
-// Two kernels compute the same thing. The tensor-core kernel runs the G = num_heads /
+// Three kernels compute the same thing. The tensor-core kernel runs the G = num_heads /
 // num_kv_heads query heads of a KV group as the rows of one mma tile, so a key costs a few
 // instructions and the kernel is bound by the KV bytes; it needs a block size that is a multiple
-// of 16 and G <= 8. The CUDA-core kernel serves every shape and is kept as its baseline.
+// of 16 and G <= 8. The head-cluster kernel (paged_attention_heads.h) runs the same warps as
+// one cluster of blocks per (row, kv head), combining in shared memory rather than through
+// global partials: for a few rows, where the split kernels wait on round trips, not bytes; same
+// shapes. The CUDA-core kernel serves every shape and is kept as the baseline.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +20,11 @@
 namespace optimate::cuda {
 
 enum class DecodeAttentionKernel {
-  kAuto,         // tensor cores where supported and G >= 2, else CUDA cores
+  kAuto,          // head clusters for a few rows, tensor cores for more, where supported and
+                  // G >= 2; else CUDA cores
   kCudaCores,
-  kTensorCores,  // fails for shapes the kernel does not support
+  kTensorCores,   // fails for shapes the kernel does not support
+  kHeadClusters,  // the same shapes as kTensorCores; splits, workspace and counters unused
 };
 
 struct PagedAttentionParams {
@@ -66,9 +71,17 @@ __host__ __device__ inline int paged_attention_tc_row_splits(int num_splits, int
 int64_t paged_attention_workspace_floats(int64_t num_rows, int64_t num_heads, int num_splits,
                                          int64_t head_dim);
 
-// The kernel kAuto stands for with these shapes (kAuto is never returned).
+// The kernel kAuto stands for with these shapes when the rows are many (kAuto is never
+// returned); the split choice below goes by it.
 DecodeAttentionKernel resolve_decode_kernel(DecodeAttentionKernel requested, int64_t num_heads,
                                             int64_t num_kv_heads, int64_t block_size);
+
+// The kernel a launch of `num_rows` rows runs: resolve_decode_kernel's, except that kAuto takes
+// the head clusters in place of the tensor-core kernel when num_rows * num_kv_heads is at most
+// half the SMs (paged_attention_head_cluster_size).
+DecodeAttentionKernel resolve_decode_kernel_for_rows(DecodeAttentionKernel requested, int64_t num_rows,
+                                                     int64_t num_heads, int64_t num_kv_heads,
+                                                     int64_t block_size, int num_sms);
 
 // The GQA shape and cache block size that pick the kernel (see resolve_decode_kernel).
 struct DecodeAttentionShape {

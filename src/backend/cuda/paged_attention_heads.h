@@ -1,0 +1,36 @@
+// The small-batch decode attention kernel (paged_attention.h picks it): one thread-block
+// cluster per (row, kv head), whose warps split the row's keys and combine in shared memory.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/paged_attention.h"
+
+namespace optimate::cuda {
+
+// Blocks a cluster may have: 1, 2, 4 or 8 (portable), 16 where the device allows it.
+inline constexpr int kHeadClusterMaxPortable = 8;
+// Warps per block as kAuto launches it: 8 fill an SM's registers; 4 let two blocks (or one and
+// a block of the kernel before, under programmatic launch) share it.
+inline constexpr int kHeadClusterWarps = 8;
+
+// The cluster size kAuto and kHeadClusters launch with: the largest power of two up to 8 that
+// keeps the num_rows * num_kv_heads clusters' blocks (one per SM) within half the SMs, so that
+// every cluster finds room in its GPC at once; 0 when even one block per (row, kv head) is more
+// than half the SMs (the split kernels then fill the GPU better).
+int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, int num_sms);
+
+// How many clusters of `cluster_size` blocks of `warps` warps of the kernel p would run can be
+// resident at once (0 where that size cannot launch).
+int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cluster_size,
+                                           int warps = kHeadClusterWarps);
+
+// Needs block_size % 16 == 0 and num_heads / num_kv_heads <= 8 (the caller checks);
+// num_splits, workspace and split_counters are not used. cluster_size: 1, 2, 4, 8 or 16;
+// warps per block: 8 or 4.
+void paged_attention_head_clusters(const PagedAttentionParams& p, int cluster_size, cudaStream_t stream,
+                                   int warps = kHeadClusterWarps);
+
+}  // namespace optimate::cuda
