@@ -7,11 +7,13 @@
 // Tolerance: the GPU's activations are bf16 where the CPU's are fp32, which moved the logits of
 // a bf16 32-layer model by up to 0.114 on the H200 (hf_e2e_test). Past 8 rows the activations
 // are also rounded to e4m3 (3 mantissa bits), and an element near a rounding boundary goes to
-// the other code on one side: single logits then move by a unit or two (2.75 at most on the
-// H200). So each row's difference is bounded in aggregate: its root mean square within a fifth of
-// the spread (standard deviation) of the CPU's logits, where a wrong scale or a misread code
-// moves the whole row, and no logit by more than 6. The greedy token must be the CPU's wherever
-// the CPU's top two logits are 0.5 or more apart.
+// the other code on one side. On the H200 single logits moved by up to 2.75 and a row's root
+// mean square difference reached 0.31 of the spread (standard deviation) of the CPU's logits,
+// on the decode rows as on the prefill rows (30 layers of bf16 against fp32 activations).
+// Unrelated logits would differ by about 1.41 spreads (the square root of 2), which is where a
+// wrong scale or a misread code takes a row. So each row's RMS difference must stay within half
+// the spread and no logit may move by more than 6, and the greedy token must be the CPU's
+// wherever the CPU's top two logits are 0.5 or more apart.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -102,7 +104,7 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
         EXPECT_EQ(gt, ct) << what << ", sequence " << which[r] << " at " << seqs[which[r]].size()
                           << " tokens: top-1 margin " << sorted[0] - sorted[1];
       }
-      EXPECT_LE(rms_diff, 0.2 * spread) << what << ", sequence " << which[r]
+      EXPECT_LE(rms_diff, 0.5 * spread) << what << ", sequence " << which[r]
                                         << ": RMS logit difference vs the CPU twin, against the logits' spread";
       EXPECT_LE(diff, 6.0) << what << ", sequence " << which[r] << ": max |logit diff| vs the CPU twin";
       max_diff = std::max(max_diff, diff);

@@ -248,6 +248,7 @@ int gemv_device_sms() {
 
 int gemv_auto_split(int64_t n, int64_t k, GemvKernel kernel, bool fp8) {
   const int64_t num_pairs = (n + 1) / 2;
+  if (kernel == GemvKernel::kAuto) kernel = GemvKernel::kPairs;  // what one row runs
   if (kernel == GemvKernel::kMma) return gemv_mma_grid(num_pairs, k, fp8, 0, kGemvMmaUnroll, gemv_device_sms(), 2).split;
   if (kernel == GemvKernel::kMmaDeep)
     return gemv_mma_grid(num_pairs, k, fp8, 0, kGemvMmaDeepUnroll, gemv_device_sms(), 1).split;
@@ -259,7 +260,8 @@ GemvKernel parse_gemv_kernel(const std::string& name) {
   if (name == "pairs") return GemvKernel::kPairs;
   if (name == "mma") return GemvKernel::kMma;
   if (name == "mma-deep") return GemvKernel::kMmaDeep;
-  throw_unsupported("unknown GEMV kernel '" + name + "' (pairs, mma or mma-deep)");
+  if (name == "auto") return GemvKernel::kAuto;
+  throw_unsupported("unknown GEMV kernel '" + name + "' (pairs, mma, mma-deep or auto)");
 }
 
 const char* gemv_kernel_name(GemvKernel kernel) {
@@ -267,12 +269,15 @@ const char* gemv_kernel_name(GemvKernel kernel) {
     case GemvKernel::kPairs: return "pairs";
     case GemvKernel::kMma: return "mma";
     case GemvKernel::kMmaDeep: return "mma-deep";
+    case GemvKernel::kAuto: return "auto";
   }
   return "?";
 }
 
-void gemv(const GemvParams& p, cudaStream_t stream) {
-  OPTIMATE_SHAPE_CHECK(p.m >= 1 && p.m <= kGemvMaxRows, "m {} (1..{})", p.m, kGemvMaxRows);
+void gemv(const GemvParams& params, cudaStream_t stream) {
+  OPTIMATE_SHAPE_CHECK(params.m >= 1 && params.m <= kGemvMaxRows, "m {} (1..{})", params.m, kGemvMaxRows);
+  GemvParams p = params;
+  if (p.kernel == GemvKernel::kAuto) p.kernel = p.m == 1 ? GemvKernel::kPairs : GemvKernel::kMma;
   OPTIMATE_SHAPE_CHECK(p.k % 8 == 0 && p.k > 0 && p.n > 0 && p.n < (int64_t{1} << 30) &&
                            p.k < (int64_t{1} << 24),
                        "n {} k {} (k a multiple of 8)", p.n, p.k);

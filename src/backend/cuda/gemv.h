@@ -60,10 +60,14 @@ enum class GemvKernel {
            // bf16 (exact) whatever m is; a persistent grid whose blocks stream one round after
            // another with the next round's loads in flight, split of k chosen per shape
   kMmaDeep,  // kMma with twice the loads in flight per warp (8 KB), one block per SM
+  kAuto,     // kPairs for one row, kMma from two: per Llama-3-8B layer on the H200, one row
+             // streams in 124.8 µs with kPairs against 132.5 with kMma (FP8 81.5 against 83.4),
+             // two rows in 144.7 against 139.9 (FP8 114.4 against 90.0), eight in 335.7
+             // against 159.8 (cuda_decode_bench --only gemv)
 };
 
 struct GemvParams {
-  GemvKernel kernel = GemvKernel::kMma;
+  GemvKernel kernel = GemvKernel::kAuto;
   GemvInput input = GemvInput::kBf16;
   GemvEpilogue epilogue = GemvEpilogue::kStoreBf16;
   int64_t m = 0, n = 0, k = 0;
@@ -92,9 +96,9 @@ struct GemvParams {
 void gemv(const GemvParams& p, cudaStream_t stream);
 
 // The split_k that gemv picks for one row (m = 1, plain input) of an [n, k] matrix.
-int gemv_auto_split(int64_t n, int64_t k, GemvKernel kernel = GemvKernel::kMma, bool fp8 = false);
+int gemv_auto_split(int64_t n, int64_t k, GemvKernel kernel = GemvKernel::kAuto, bool fp8 = false);
 
-// "pairs" / "mma" / "mma-deep" (benchmark flags), and back; throws on an unknown name.
+// "pairs" / "mma" / "mma-deep" / "auto" (benchmark flags), and back; throws on an unknown name.
 GemvKernel parse_gemv_kernel(const std::string& name);
 const char* gemv_kernel_name(GemvKernel kernel);
 
