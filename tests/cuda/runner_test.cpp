@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/gemv.h"
 #include "core/error.h"
+#include "kv/kv_format.h"
 #include "kv/kv_precision.h"
 #include "reference_model.h"
 #include "small_models.h"
@@ -185,7 +186,10 @@ TEST(CudaRunner, FusedElementwiseKernelsMatchTheSeparateOnes) {
         std::vector<std::vector<int32_t>> prompts, tables;
         for (int64_t i = 0; i < batch; ++i) {
           prompts.push_back(random_tokens(30 + 11 * i, c.vocab_size, 500 + i));
-          tables.push_back(scattered_table(4, int32_t(30 * i)));
+          // Entries carry the cache's precision code (kv/kv_format.h): bf16's is 0, fp8's not.
+          std::vector<int32_t> t = scattered_table(4, int32_t(30 * i));
+          for (int32_t& e : t) e = kv::make_entry(kv::precision_code(kv_dtype), e);
+          tables.push_back(t);
         }
         ForwardBatch prefill, decode;
         std::vector<std::vector<int32_t>> one(batch, std::vector<int32_t>{9});
