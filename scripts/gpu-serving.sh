@@ -3,7 +3,7 @@
 # (prompts ~700 tokens, outputs ~180, bursts above capacity, 128 sequences) against a fresh
 # `optimate serve --config configs/overload-h200.toml` per variant, each measured by
 # `optimate bench --url`, whose report carries the server's own profile of the run (host phases,
-# device busy time, device time per stage). Writes OUT/VARIANT/ (reports) and prints one table.
+# device busy time, and device time per stage on every 64th step: --stage-profile-interval 64). Writes OUT/VARIANT/ (reports) and prints one table.
 # Usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [VARIANT ...]   variants: bf16 (default), fp8
 set -uo pipefail
 bin=${1:?usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [bf16|fp8 ...]}
@@ -24,7 +24,7 @@ for v in "${variants[@]}"; do
   esac
   "$bin" serve --config "$root/configs/overload-h200.toml" --device cuda \
     --tokenizer "$root/models/llama3-tokenizer" --served-model-name llama3-dummy --port "$port" \
-    "${flags[@]}" >"$out/$v.serve.log" 2>&1 &
+    --stage-profile-interval 64 "${flags[@]}" >"$out/$v.serve.log" 2>&1 &
   pid=$!
   up=0
   for _ in $(seq 1 180); do

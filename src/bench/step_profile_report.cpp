@@ -127,8 +127,8 @@ std::string render_step_profile(const std::string& run_label, const StepProfile&
   }
   const double device_s = total(p.device_seconds);
   if (device_s > 0)
-    out += fmt::format("\nDevice busy {:.2f} s: {:.1f}% of the engine's time (the rest the device waited on "
-                       "the host).\n",
+    out += fmt::format("\nDevice busy {:.2f} s: {:.1f}% of the engine's time (the rest: host work between and "
+                       "around steps, and launch gaps).\n",
                        device_s, 100.0 * device_s / engine_s);
   for (const auto& [kind, steps] : p.steps) {
     const auto staged = p.staged_steps.find(kind);

@@ -20,7 +20,7 @@ StepProfile parse_step_profile(std::string_view metrics_text, bool& found);
 StepProfile step_profile_delta(const StepProfile& after, const StepProfile& before);
 
 // Markdown: the host's phases, the device's busy time per step kind, and the device's time per
-// stage scaled from the steps timed by stage to every step of their kind.
+// stage per step timed by stage (eager steps: a graph replay of the same step takes less).
 std::string render_step_profile(const std::string& label, const StepProfile& profile);
 
 nlohmann::json step_profile_json(const StepProfile& profile);

@@ -159,6 +159,8 @@ void AsyncEngine::run() {
       for (auto& [id, stream] : failed) stream->set_error(e.what(), e.code());
       return;
     }
+    // Stats first: a client that reads /metrics once its last output arrives sees this step.
+    publish_stats();
     for (auto& out : outs) {
       std::shared_ptr<RequestStream> stream;
       {
@@ -179,7 +181,6 @@ void AsyncEngine::run() {
         streams_.erase(id);
       }
     }
-    publish_stats();
     std::unique_lock lock(mu_);
     if (stopping_ && commands_.empty() && !engine_.has_unfinished()) return;
     // The batch policy held every waiting request back and nothing runs: sleep until its

@@ -246,13 +246,16 @@ void Engine::finish_output(RequestOutput& out) {
 }
 
 std::vector<RequestOutput> Engine::step() {
-  const int64_t start_ns = clock_->now_ns();
-  if (last_step_end_ns_) profiler_.add_phase("between", start_ns - *last_step_end_ns_);
+  const int64_t entry_ns = clock_->now_ns();
+  if (last_step_end_ns_) profiler_.add_phase("between", entry_ns - *last_step_end_ns_);
   last_step_end_ns_.reset();
   std::vector<RequestOutput> out = std::move(pending_);
   pending_.clear();
   take_faults();
   tick_controller();
+  // The step's own time (the controller's window, the throughput guard) starts after the tick.
+  const int64_t start_ns = clock_->now_ns();
+  profiler_.add_phase("observe", start_ns - entry_ns);
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const sched::StepPlan plan = schedule_guarded();
   if (decisions_) {

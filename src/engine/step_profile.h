@@ -25,7 +25,8 @@ struct StepProfile {
   // while work was left: the serving loop's hand-off of outputs and new requests), "schedule",
   // "forward" (the runner's call: input copies, launches and the wait for the device),
   // "sample" (on the host), "update" (the scheduler's update, detokenization, stop strings),
-  // "observe" (the controller's window, the throughput guard).
+  // "observe" (the controller's tick and window, the throughput guard, fallbacks). "schedule"
+  // includes handing the runner the step's requantize orders and host-tier copies.
   std::map<std::string, double> phase_seconds;
   std::map<std::string, int64_t> steps;                     // per kind
   std::map<std::string, double> device_seconds;            // per kind: the device's busy time

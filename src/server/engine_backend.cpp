@@ -245,13 +245,13 @@ LoadReport EngineBackend::load() const {
 }
 
 void EngineBackend::on_stats(const EngineStats& s) {
-  if (optimizer_metrics_) {
-    optimizer_metrics_->set_seconds(s.optimizer_seconds);
-    optimizer_metrics_->set_fallbacks(s.optimizer_fallbacks);
+  if (metrics::OptimizerMetrics* m = optimizer_metrics_.load()) {
+    m->set_seconds(s.optimizer_seconds);
+    m->set_fallbacks(s.optimizer_fallbacks);
   }
-  if (step_profile_metrics_) {
+  if (metrics::StepProfileMetrics* m = step_profile_metrics_.load()) {
     const StepProfile& p = s.step_profile;
-    step_profile_metrics_->set(p.phase_seconds, p.steps, p.device_seconds, p.staged_steps, p.stage_seconds);
+    m->set(p.phase_seconds, p.steps, p.device_seconds, p.staged_steps, p.stage_seconds);
   }
   if (!metrics_) return;
   metrics::SchedulerSnapshot snap;
@@ -412,9 +412,9 @@ void EngineBackend::reload_config(const std::function<EngineConfig()>& load, con
     if (version) config_status_["version"] = *version;
     config_status_["last_reload"] = std::move(status);
   }
-  if (optimizer_metrics_) {
-    optimizer_metrics_->record_config_reload(result);
-    if (version) optimizer_metrics_->set_config_version(*version);
+  if (metrics::OptimizerMetrics* m = optimizer_metrics_.load()) {
+    m->record_config_reload(result);
+    if (version) m->set_config_version(*version);
   }
 }
 

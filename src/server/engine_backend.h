@@ -86,8 +86,9 @@ class EngineBackend final : public GenerationBackend {
   EngineBackendOptions options_;
   PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;  // the clients' convention
   metrics::ServingMetrics* metrics_;
-  metrics::OptimizerMetrics* optimizer_metrics_ = nullptr;
-  metrics::StepProfileMetrics* step_profile_metrics_ = nullptr;
+  // Set after the engine thread has started, which reads them after every step.
+  std::atomic<metrics::OptimizerMetrics*> optimizer_metrics_{nullptr};
+  std::atomic<metrics::StepProfileMetrics*> step_profile_metrics_{nullptr};
   ModelInfo info_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;  // absent: the model has none (chat requests fail)

@@ -370,13 +370,14 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
     st.graphs.clear();
     st.comm_generation = st.tp.comm->generation();
   }
-  st.timer.begin_step(st.stream);
+  st.timer.arm_step();
   const int64_t bucket = graph_bucket(static_cast<int64_t>(batch.seqs.size()));
   const bool graph = st.graphs_allowed() && !st.timer.enabled() && is_uniform_decode(batch) &&
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
   const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
   wait_for_copies(st, batch);
+  st.timer.begin_step(st.stream);
   st.timer.mark(Stage::kCopyIn, st.stream);
   copy_step_inputs(st, in);
   if (!graph) {

@@ -31,14 +31,17 @@ StageTimer::~StageTimer() {
     if (e) cudaEventDestroy(e);
 }
 
-void StageTimer::begin_step(cudaStream_t stream) {
-  if (!span_[0])
-    for (cudaEvent_t& e : span_) OPTIMATE_CUDA_CHECK(cudaEventCreate(&e));
-  OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[0], stream));
+void StageTimer::arm_step() {
   span_recorded_ = false;
   one_step_ = one_step_requested_ && !enabled_;
   one_step_requested_ = false;
   stages_.clear();
+}
+
+void StageTimer::begin_step(cudaStream_t stream) {
+  if (!span_[0])
+    for (cudaEvent_t& e : span_) OPTIMATE_CUDA_CHECK(cudaEventCreate(&e));
+  OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[0], stream));
 }
 
 bool StageTimer::last_step(double& busy_s, std::vector<std::pair<std::string, double>>& stages) const {

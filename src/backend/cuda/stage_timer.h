@@ -33,8 +33,11 @@ class StageTimer {
   void set_enabled(bool enabled) { enabled_ = enabled; }
   // Times the next step by stage even when off; its stages go to last_step(), not the totals.
   void request_one_step() { one_step_requested_ = true; }
-  // At the start of every step, before anything of it is enqueued: records the step's first
-  // event (its busy time is measured whether timing is on or not).
+  // At the start of every step, before it decides how to launch (a step timed by stage runs
+  // eagerly): takes a request_one_step().
+  void arm_step();
+  // Just before the step's first operation on the device (its input copies): records the
+  // step's first event; its busy time is measured whether timing is on or not.
   void begin_step(cudaStream_t stream);
   // Starts the interval of `stage` (ending the previous one) on `stream`; nothing when off.
   void mark(Stage stage, cudaStream_t stream);
