@@ -187,7 +187,7 @@ TEST(Calibrate, ShippedCpuProfileMatchesItsRecordedPredictions) {
   double abs_error_sum = 0.0;
   for (const nlohmann::json& point : j["calibration"]["points"]) {
     auto shape = std::find_if(grid.shapes.begin(), grid.shapes.end(),
-                              [&](const GridShape& s) { return s.name == point["name"]; });
+                              [&](const GridShape& s) { return s.name == point["name"].get<std::string>(); });
     ASSERT_NE(shape, grid.shapes.end()) << point["name"];
     const double predicted = point["predicted_s"].get<double>(), measured = point["measured_s"].get<double>();
     EXPECT_NEAR(model.step_cost(shape->seqs).seconds, predicted, 1e-9 + 1e-9 * predicted) << shape->name;

@@ -6,6 +6,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_quant.cuh"
+#include "backend/cuda/rope_pair.cuh"
 
 namespace optimate::cuda {
 namespace {
@@ -95,8 +96,9 @@ __device__ int epilogue(const GemvParams& p, int t, int a, int b, bool has_b, fl
       if (a < q_dim + kv_dim) {
         float s, c;
         sincosf(static_cast<float>(p.positions[t]) * p.inv_freq[a % D], &s, &c);
-        o0 = __float2bfloat16(x0 * c - x1 * s);
-        o1 = __float2bfloat16(x1 * c + x0 * s);
+        const float2 r = rope_pair(x0, x1, c, s);  // the same bits as rope.cu and rope_kv_write.cu
+        o0 = __float2bfloat16(r.x);
+        o1 = __float2bfloat16(r.y);
       }
       auto* y = static_cast<__nv_bfloat16*>(p.y) + t * n;
       y[a] = o0;

@@ -398,13 +398,16 @@ void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return;
   const int64_t group = p.num_heads / p.num_kv_heads;
   const int num_sms = current_device_sms();
-  const DecodeAttentionKernel kernel =
+  DecodeAttentionKernel kernel =
       resolve_decode_kernel_for_rows(p.kernel, p.num_rows, p.num_heads, p.num_kv_heads, p.block_size, num_sms);
   if (kernel == DecodeAttentionKernel::kHeadClusters) {
     OPTIMATE_SHAPE_CHECK(p.block_size % 16 == 0, "the head-cluster decode kernel needs a block size "
                          "that is a multiple of 16 (got {})", p.block_size);
-    const int size = paged_attention_head_cluster_size(p.num_rows, p.num_kv_heads, num_sms);
-    return paged_attention_head_clusters(p, std::max(1, size), stream);
+    const int size = std::max(1, paged_attention_head_cluster_size(p.num_rows, p.num_kv_heads, num_sms));
+    // kAuto falls back to the split kernel where no such cluster fits the device.
+    if (p.kernel != DecodeAttentionKernel::kAuto || paged_attention_head_clusters_fit(p, size))
+      return paged_attention_head_clusters(p, size, stream);
+    kernel = DecodeAttentionKernel::kTensorCores;
   }
   if (kernel == DecodeAttentionKernel::kTensorCores) {
     OPTIMATE_SHAPE_CHECK(p.block_size % 16 == 0, "the tensor-core decode kernel needs a block size "

@@ -23,6 +23,9 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -262,6 +265,22 @@ int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cl
     return 0;
   }
   return clusters;
+}
+
+bool paged_attention_head_clusters_fit(const PagedAttentionParams& p, int cluster_size) {
+  // One occupancy query per kernel variant, cluster size and device: a GPU whose SMs are
+  // partitioned (MIG) may hold no cluster of a size a whole H200 holds.
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, int>, bool> fits;
+  int device = 0;
+  OPTIMATE_CUDA_CHECK(cudaGetDevice(&device));
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel_for(p, kHeadClusterWarps)), cluster_size, device);
+  std::lock_guard lock(mu);
+  const auto it = fits.find(key);
+  if (it != fits.end()) return it->second;
+  const bool fit = paged_attention_head_clusters_resident(p, cluster_size) > 0;
+  fits.emplace(key, fit);
+  return fit;
 }
 
 void paged_attention_head_clusters(const PagedAttentionParams& p, int cluster_size, cudaStream_t stream, int warps) {

@@ -26,6 +26,9 @@ int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, in
 // resident at once (0 where that size cannot launch).
 int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cluster_size,
                                            int warps = kHeadClusterWarps);
+// Whether a cluster of that size of the runner's kernel for p can be resident at all on the
+// current device (asked once per kernel variant, size and device).
+bool paged_attention_head_clusters_fit(const PagedAttentionParams& p, int cluster_size);
 
 // Needs block_size % 16 == 0 and num_heads / num_kv_heads <= 8 (the caller checks);
 // num_splits, workspace and split_counters are not used. cluster_size: 1, 2, 4, 8 or 16;
