@@ -1,5 +1,6 @@
 #include "bench/step_profile_report.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -86,7 +87,7 @@ StepProfile parse_step_profile(std::string_view text, bool& found) {
     std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.starts_with("optimate:") || !parse_sample(line, name, labels, value)) continue;
+    if (!line.starts_with("optimate:") || !parse_sample(line, name, labels, value) || !std::isfinite(value)) continue;
     if (name == "optimate:engine_step_phase_seconds_total") {
       p.phase_seconds[label(labels, "phase")] += value;
     } else if (name == "optimate:engine_steps_total") {

@@ -78,6 +78,13 @@ TEST(StepProfileReport, AServerWithoutTheSeriesIsNoProfile) {
   EXPECT_FALSE(found);
   parse_step_profile("", found);
   EXPECT_FALSE(found);
+  // A value that is not a number is skipped, not cast.
+  const StepProfile odd = parse_step_profile("optimate:engine_steps_total{kind=\"decode\"} NaN\n"
+                                             "optimate:engine_steps_total{kind=\"prefill\"} 4\n",
+                                             found);
+  EXPECT_TRUE(found);
+  EXPECT_EQ(odd.steps.count("decode"), 0u);
+  EXPECT_EQ(odd.steps.at("prefill"), 4);
 }
 
 TEST(StepProfileReport, RendersPhasesDeviceShareAndStagesPerStep) {
