@@ -65,6 +65,11 @@ struct ForwardBatch {
   std::vector<SeqSlice> seqs;
 };
 
+// A token id that stands for the token drawn for row `row` of the previous launch_sample().
+constexpr int32_t token_from_last_launch(int64_t row) { return static_cast<int32_t>(-1 - row); }
+// The row a token_from_last_launch() id names, or -1 for an ordinary token id.
+constexpr int64_t last_launch_row(int32_t token_id) { return token_id < 0 ? -1 - static_cast<int64_t>(token_id) : -1; }
+
 // How to draw one logits row's token on the device (backend/cpu/sampler.h is the rule).
 struct SampleSpec {
   const SamplingParams* params = nullptr;
@@ -109,6 +114,18 @@ class ModelRunner {
                               std::vector<int32_t>& token_ids) {
     return false;
   }
+  // The same step launched without waiting for it (the overlap of host and device): the
+  // tokens come from collect_sample(), in launch order, and the host may plan and launch the
+  // next step meanwhile. A token id token_from_last_launch(k) in a slice stands for the token
+  // drawn for row k of the launch just before this one; the runner takes it on the device, so
+  // the step runs after that one there. At most two launches are uncollected at a time;
+  // forward() and forward_sample() may only run once every launch is collected. The same
+  // rows as forward_sample; false, having run nothing, when the runner cannot (the engine
+  // then collects what is in flight and runs the step synchronously).
+  virtual bool launch_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows) { return false; }
+  // The tokens of the oldest uncollected launch, waiting for them.
+  // The engine calls it only after a launch_sample that returned true.
+  virtual void collect_sample(std::vector<int32_t>& token_ids) { token_ids.clear(); }
   // What one step may hold; unbounded by default (the CPU runner sizes its buffers per step).
   virtual StepCapacity capacity() const { return {}; }
   // Bytes of the weights as the runner holds them (the embedding table included), or 0 when
@@ -117,7 +134,7 @@ class ModelRunner {
   // Asks for the next step to be timed by stage (a step so timed may run slower: a GPU runner
   // records an event per stage and launches it eagerly). Runners that cannot ignore it.
   virtual void time_next_step_by_stage() {}
-  // What the runner measured of its last forward; false when it measures nothing (the CPU
+  // What the runner measured of its last forward (or last collected launch); false when it measures nothing (the CPU
   // runner, whose steps are the host's time).
   virtual bool last_step_device_times(StepDeviceTimes& out) const { return false; }
 };

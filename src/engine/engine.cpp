@@ -131,6 +131,7 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
   if (trace_) trace_->record(arrival_ns, num_prompt_tokens, params.max_tokens, metadata.priority);
   if (params.constraint) matchers_.add(request_id, params.n, *params.constraint);
   if (params.prompt_logprobs) prompt_logprobs_.add(request_id, params.n);
+  if (sampling::may_need_host_sampling(params)) host_sampled_[request_id] = params.n;
 }
 
 bool Engine::abort(const std::string& request_id) {
@@ -138,6 +139,7 @@ bool Engine::abort(const std::string& request_id) {
   if (outs.empty()) return false;
   matchers_.remove(request_id);
   prompt_logprobs_.remove(request_id);
+  host_sampled_.erase(request_id);
   for (auto& o : outs) {
     outputs_->process(o);
     pending_.push_back(std::move(o));
@@ -145,7 +147,9 @@ bool Engine::abort(const std::string& request_id) {
   return true;
 }
 
-bool Engine::has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
+bool Engine::has_unfinished() const {
+  return scheduler_->has_unfinished() || !pending_.empty() || in_flight_.has_value();
+}
 
 optim::BuildContext Engine::build_context() const { return {config_.priority_order}; }
 
@@ -166,8 +170,7 @@ void Engine::set_limits(int64_t max_num_seqs, int64_t max_num_batched_tokens) {
   scheduler_->set_limits(max_num_seqs, max_num_batched_tokens);
 }
 
-bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
-                              sched::StepResult& result) {
+bool Engine::device_specs(const sched::StepPlan& plan) {
   // One row that needs the host sends the whole step there (logits of every row are copied);
   // splitting the rows between the samplers is left for when such mixes are common.
   specs_.clear();
@@ -177,12 +180,57 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
     if (sampling::needs_host_sampling(s.sample)) return false;
     specs_.push_back({s.sample.params.get(), s.sample.seed, s.sample.output_index});
   }
-  if (!runner_->forward_sample(batch, specs_, device_tokens_)) return false;
+  return true;
+}
+
+bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
+                              sched::StepResult& result) {
+  if (!device_specs(plan) || !runner_->forward_sample(batch, specs_, device_tokens_)) return false;
   OPTIMATE_CHECK(device_tokens_.size() == specs_.size(), "runner sampled {} tokens for {} rows",
                  device_tokens_.size(), specs_.size());
   result.tokens.resize(specs_.size());
   for (size_t i = 0; i < specs_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
   return true;
+}
+
+bool Engine::launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch) {
+  if (!device_specs(plan)) return false;
+  if (plan.has_pending_tokens) {
+    // A pending token is the in-flight step's draw for that sequence: name its row there.
+    OPTIMATE_CHECK(in_flight_.has_value(), "a step plans pending tokens with no step in flight");
+    std::unordered_map<sched::SeqId, int64_t> rows;
+    int64_t k = 0;
+    for (const sched::ScheduledSeq& s : in_flight_->plan.seqs)
+      if (s.want_logits) rows.emplace(s.seq_id, k++);
+    for (sched::ScheduledSeq& s : plan.seqs)
+      for (int32_t& t : s.token_ids) {
+        if (t != sched::kPendingToken) continue;
+        auto it = rows.find(s.seq_id);
+        OPTIMATE_CHECK(it != rows.end(), "sequence {} has a pending token the step in flight does not draw",
+                       s.seq_id);
+        t = token_from_last_launch(it->second);
+      }
+  }
+  if (runner_->launch_sample(batch, specs_)) return true;
+  if (plan.has_pending_tokens)  // the pending tokens stay placeholders for the synchronous step
+    for (sched::ScheduledSeq& s : plan.seqs)
+      for (int32_t& t : s.token_ids)
+        if (last_launch_row(t) >= 0) t = sched::kPendingToken;
+  return false;
+}
+
+void Engine::fill_pending_tokens(sched::StepPlan& plan) const {
+  if (!plan.has_pending_tokens) return;
+  for (sched::ScheduledSeq& s : plan.seqs) {
+    const sched::Request* r = scheduler_->find(s.seq_id);
+    for (size_t j = 0; j < s.token_ids.size(); ++j) {
+      if (s.token_ids[j] != sched::kPendingToken) continue;
+      const size_t pos = static_cast<size_t>(s.start_pos) + j;
+      s.token_ids[j] = r && pos < r->token_ids.size() ? r->token_ids[pos] : 0;
+      OPTIMATE_CHECK(s.token_ids[j] != sched::kPendingToken, "sequence {}: token {} still pending", s.seq_id, pos);
+    }
+  }
+  plan.has_pending_tokens = false;
 }
 
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
@@ -245,33 +293,78 @@ void Engine::finish_output(RequestOutput& out) {
   }
 }
 
+void Engine::phase(const char* name) {
+  const int64_t now = clock_->now_ns();
+  profiler_.add_phase(name, now - phase_mark_ns_);
+  phase_mark_ns_ = now;
+}
+
+void Engine::process_output(RequestOutput& o) {
+  finish_output(o);
+  if (outputs_->process(o))
+    scheduler_->finish_sequence(o.request_id, o.index, FinishReason::kStop, o.stop_reason);
+  if (!o.finished) return;
+  if (!matchers_.empty()) matchers_.finish(o.request_id, o.index);
+  if (auto it = host_sampled_.find(o.request_id); it != host_sampled_.end() && --it->second == 0)
+    host_sampled_.erase(it);
+}
+
+void Engine::finish_in_flight(std::vector<RequestOutput>& out) {
+  InFlightStep f = std::move(*in_flight_);
+  in_flight_.reset();
+  runner_->collect_sample(device_tokens_);
+  const int64_t end_ns = clock_->now_ns();
+  phase("forward");  // the host waiting for the device
+  sched::StepResult result;
+  result.tokens.resize(device_tokens_.size());
+  for (size_t i = 0; i < device_tokens_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
+  profiler_.on_step(f.kind, runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
+  const size_t first = out.size();
+  for (RequestOutput& o : scheduler_->resolve(f.plan, result)) {
+    process_output(o);
+    out.push_back(std::move(o));
+  }
+  phase("update");
+  // The step ran on the device from when the one before it ended, at the earliest.
+  observe_step(f.plan, std::max(f.start_ns, last_collect_ns_), end_ns, f.estimated_s,
+               std::span<const RequestOutput>(out).subspan(first), f.prompt_tokens);
+  last_collect_ns_ = end_ns;
+  phase("observe");
+}
+
 std::vector<RequestOutput> Engine::step() {
   const int64_t entry_ns = clock_->now_ns();
   if (last_step_end_ns_) profiler_.add_phase("between", entry_ns - *last_step_end_ns_);
   last_step_end_ns_.reset();
   std::vector<RequestOutput> out = std::move(pending_);
   pending_.clear();
+  if (window_) for (const RequestOutput& o : out) window_->on_output(o, entry_ns);  // aborts
   take_faults();
   tick_controller();
   // The step's own time (the controller's window, the throughput guard) starts after the tick.
   const int64_t start_ns = clock_->now_ns();
   profiler_.add_phase("observe", start_ns - entry_ns);
+  phase_mark_ns_ = start_ns;
+  // A step that cannot overlap the one in flight waits for it first, and is planned on its tokens.
+  const bool overlap = config_.async_scheduling && host_sampled_.empty() && !profiler_.wants_stages();
+  if (in_flight_ && !overlap) finish_in_flight(out);
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
-  const sched::StepPlan plan = schedule_guarded();
+  const int64_t schedule_ns = clock_->now_ns();
+  sched::StepPlan plan = schedule_guarded();
   if (decisions_) {
-    record_admissions(plan, start_ns);
+    record_admissions(plan, schedule_ns);
     if (!plan.requantize.empty()) record_requantize(plan);
   }
   runner_->requantize(plan.requantize);
   runner_->copy_kv(plan.copies);  // a step may copy blocks and run nothing (a swap-in)
   idle_until_ns_.reset();
   if (plan.empty()) {
+    phase("schedule");
+    if (in_flight_) finish_in_flight(out);
     // Nothing ran: without a retry time from the batch policy, look again after a short
     // pause rather than spin.
     if (scheduler_->has_unfinished() && plan.copies.empty())
       idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
-    if (window_) for (const RequestOutput& o : out) window_->on_output(o, start_ns);
-    profiler_.add_phase("schedule", clock_->now_ns() - start_ns);
     return out;
   }
   ForwardBatch batch;
@@ -280,13 +373,24 @@ std::vector<RequestOutput> Engine::step() {
     batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits, s.all_logits});
   const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
   if (profiler_.wants_stages()) runner_->time_next_step_by_stage();
-  int64_t mark_ns = clock_->now_ns();
-  auto phase = [&](const char* name) {
-    const int64_t now = clock_->now_ns();
-    profiler_.add_phase(name, now - mark_ns);
-    mark_ns = now;
-  };
-  profiler_.add_phase("schedule", mark_ns - start_ns);
+  phase("schedule");
+  if (overlap && launch_overlapped(plan, batch)) {
+    phase("forward");
+    // This step runs on the device while the host applies the one before it.
+    if (in_flight_) finish_in_flight(out);
+    const char* kind = step_kind(batch);
+    const int64_t before = scheduler_->stats().num_prompt_tokens_computed;
+    scheduler_->advance(plan);
+    const int64_t prompt_tokens = scheduler_->stats().num_prompt_tokens_computed - before;
+    in_flight_ = InFlightStep{std::move(plan), kind, estimated_s, start_ns, prompt_tokens};
+    phase("update");
+    last_step_end_ns_ = phase_mark_ns_;
+    return out;
+  }
+  if (in_flight_) {
+    finish_in_flight(out);
+    fill_pending_tokens(plan);
+  }
   sched::StepResult result;
   if (!sample_on_device(plan, batch, result)) {
     matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
@@ -299,17 +403,17 @@ std::vector<RequestOutput> Engine::step() {
     phase("forward");
   }
   profiler_.on_step(step_kind(batch), runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
+  const size_t first = out.size();
   for (RequestOutput& o : scheduler_->update(plan, result)) {
-    finish_output(o);
-    if (outputs_->process(o))
-      scheduler_->finish_sequence(o.request_id, o.index, FinishReason::kStop, o.stop_reason);
-    if (o.finished && !matchers_.empty()) matchers_.finish(o.request_id, o.index);
+    process_output(o);
     out.push_back(std::move(o));
   }
   phase("update");
-  observe_step(plan, start_ns, clock_->now_ns(), estimated_s, out, prompt_tokens_before);
+  last_collect_ns_ = clock_->now_ns();
+  observe_step(plan, start_ns, last_collect_ns_, estimated_s, std::span<const RequestOutput>(out).subspan(first),
+               scheduler_->stats().num_prompt_tokens_computed - prompt_tokens_before);
   phase("observe");
-  if (scheduler_->has_unfinished()) last_step_end_ns_ = mark_ns;
+  if (scheduler_->has_unfinished()) last_step_end_ns_ = phase_mark_ns_;
   return out;
 }
 

@@ -1,13 +1,18 @@
-// The synchronous engine: one step() = schedule -> runner.forward -> sample -> update, then
-// text deltas and stop strings. Not thread-safe; AsyncEngine runs one on its own thread.
+// The engine: one step() = schedule -> runner.forward -> sample -> update, then text deltas
+// and stop strings. With async_scheduling on a runner that launches steps without waiting
+// (ModelRunner::launch_sample), step() plans and launches step N+1 before it waits for step N,
+// whose tokens it then applies while N+1 runs: N+1's rows take N's tokens on the device.
+// Not thread-safe; AsyncEngine runs one on its own thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/model_runner.h"
@@ -149,7 +154,7 @@ class Engine {
   void reset_knobs();
   // After a step: the window, the throughput guard, the decision log (engine_observe.cpp).
   void observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
-                    const std::vector<RequestOutput>& outputs, int64_t prompt_tokens_before);
+                    std::span<const RequestOutput> outputs, int64_t prompt_tokens);
   void record_admissions(const sched::StepPlan& plan, int64_t schedule_ns);
   void record_requantize(const sched::StepPlan& plan);
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
@@ -160,6 +165,20 @@ class Engine {
   // needs the host sampler or the runner cannot.
   bool sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
                         sched::StepResult& result);
+  // Fills specs_ with the plan's rows; false when a row needs the host sampler.
+  bool device_specs(const sched::StepPlan& plan);
+  // The overlapped step: launches `plan` on the runner (its pending tokens point at the step in
+  // flight's rows); false, having launched nothing, when the runner cannot.
+  bool launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch);
+  // Waits for the step in flight and applies its tokens; its outputs go to `out`.
+  void finish_in_flight(std::vector<RequestOutput>& out);
+  // The scheduler's update has produced `o`: grammars, stop strings, the window's bookkeeping.
+  void process_output(RequestOutput& o);
+  // After the step in flight was finished without overlap: `plan`'s pending tokens get the
+  // values the scheduler now holds (a sequence that ended meanwhile gets token 0: its row
+  // is computed and dropped).
+  void fill_pending_tokens(sched::StepPlan& plan) const;
+  void phase(const char* name);
 
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;
@@ -188,6 +207,20 @@ class Engine {
   StepProfiler profiler_;
   StepDeviceTimes device_times_;
   std::optional<int64_t> last_step_end_ns_;  // when the last step left work to do
+  int64_t phase_mark_ns_ = 0;                // where the current host phase began
+  // The step launched and not yet collected (async_scheduling).
+  struct InFlightStep {
+    sched::StepPlan plan;
+    const char* kind = "";
+    double estimated_s = 0.0;
+    int64_t start_ns = 0;
+    int64_t prompt_tokens = 0;  // prompt tokens it computes (cached prefixes excluded)
+  };
+  std::optional<InFlightStep> in_flight_;
+  int64_t last_collect_ns_ = 0;
+  // Live requests whose rows may need the host sampler, by id: unfinished sequences. While
+  // any is live, steps run one at a time.
+  std::unordered_map<std::string, int64_t> host_sampled_;
   uint64_t next_seed_ = 0;
   int64_t next_tick_ns_ = 0;
   std::optional<int64_t> idle_until_ns_;

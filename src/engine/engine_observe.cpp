@@ -10,12 +10,11 @@
 namespace optimate {
 
 void Engine::observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
-                          const std::vector<RequestOutput>& outputs, int64_t prompt_tokens_before) {
+                          std::span<const RequestOutput> outputs, int64_t prompt_tokens) {
   if (window_) {
     int64_t generated = 0;
     for (const RequestOutput& o : outputs) generated += static_cast<int64_t>(o.new_token_ids.size());
-    window_->on_step(end_ns, end_ns - start_ns, scheduler_->stats().num_prompt_tokens_computed - prompt_tokens_before,
-                     generated);
+    window_->on_step(end_ns, end_ns - start_ns, prompt_tokens, generated);
     for (const RequestOutput& o : outputs) window_->on_output(o, end_ns);
   }
   if (!step_estimator_ || config_.optimizer_min_throughput_ratio <= 0) return;

@@ -29,4 +29,11 @@ bool needs_host_sampling(const SampleRow& row) {
          !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() || p.constraint != nullptr;
 }
 
+bool may_need_host_sampling(const SamplingParams& p) {
+  return p.logprobs.has_value() || p.prompt_logprobs.has_value() || has_penalties(p) ||
+         (p.min_tokens > 0 && (!p.ignore_eos || !p.stop_token_ids.empty())) ||
+         !p.logit_bias.empty() || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() ||
+         p.constraint != nullptr;
+}
+
 }  // namespace optimate::sampling

@@ -35,5 +35,8 @@ std::vector<int32_t> suppressed_ids(const SamplingParams& params, int64_t num_ou
 // Rows a device sampler cannot draw: penalties, logprobs, biases, allowed or banned ids and
 // grammars need the whole row on the host, and so do suppressed ids.
 bool needs_host_sampling(const SampleRow& row);
+// Whether any row of a sequence with these params may need the host sampler (the rule above
+// for every step, min_tokens included) or the host's logits (prompt logprobs).
+bool may_need_host_sampling(const SamplingParams& params);
 
 }  // namespace optimate::sampling

@@ -34,11 +34,12 @@ struct Request {
   int64_t arrival_ns = 0;
   uint64_t seed = 0;      // sampling seed of this sequence (request seed + index)
 
-  std::vector<int32_t> token_ids;  // prompt, then generated tokens
+  std::vector<int32_t> token_ids;  // prompt, then generated tokens (the last may be kPendingToken)
   int64_t num_prompt_tokens = 0;
   int64_t num_computed_tokens = 0; // positions whose KV is in the cache
   int64_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
   int64_t num_preemptions = 0;
+  bool token_pending = false;      // the last token is kPendingToken (Scheduler::advance)
   int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
   int64_t first_admitted_ns = -1;  // when it first entered the running set (-1: never)
   // Since its last preemption, until it has computed as many tokens again (-1: not preempted).

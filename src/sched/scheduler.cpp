@@ -220,8 +220,8 @@ void Scheduler::requantize(const optim::SchedulerView& view, StepPlan& plan) {
 }
 
 StepPlan Scheduler::schedule() {
-  schedule_start_ns_ = clock_.now_ns();
   StepPlan plan;
+  plan.scheduled_ns = clock_.now_ns();
   std::vector<Pending> pending;
   int64_t budget = config_.max_num_batched_tokens;
   prompt_logits_left_ = kMaxPromptLogitsRows;
@@ -231,6 +231,10 @@ StepPlan Scheduler::schedule() {
   // 1. Running sequences: decodes and unfinished prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request& r = *requests_.at(running_[i]);
+    if (r.token_pending && ends_by_length(r, config_.max_model_len)) {  // its last step is still running
+      ++i;
+      continue;
+    }
     const int64_t num_new = cap_for_prompt_logits(r, std::min(r.num_tokens() - r.num_computed_tokens, budget));
     if (num_new == 0) {  // this step's prompt-logits rows are spent
       ++i;
@@ -275,6 +279,7 @@ StepPlan Scheduler::schedule() {
     s.seq_id = p.seq;
     s.start_pos = r.num_computed_tokens;
     s.token_ids.assign(r.token_ids.begin() + s.start_pos, r.token_ids.begin() + s.start_pos + p.num_new);
+    plan.has_pending_tokens = plan.has_pending_tokens || r.token_pending;
     auto blocks = kv_.block_ids(p.seq);
     s.block_ids.assign(blocks.begin(), blocks.end());
     s.want_logits = s.start_pos + p.num_new == r.num_tokens();

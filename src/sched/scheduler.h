@@ -12,8 +12,10 @@
 //      copied back instead and runs from the next step, so the copy overlaps this one.
 // The plan lists the copies between the tiers the step's bookkeeping decided; the runner
 // applies them before the forward pass.
-// update() applies the sampled tokens, registers newly computed full blocks in the prefix
-// cache, checks the token-level stop conditions and frees finished sequences at once.
+// update() (advance, then resolve) applies the sampled tokens, registers newly computed full
+// blocks in the prefix cache, checks the token-level stop conditions and frees finished
+// sequences at once. With one step in flight, a sequence whose last token is still pending
+// and whose length already ends it is not scheduled again.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +72,19 @@ class Scheduler {
                    std::shared_ptr<const SamplingParams> params, const RequestMetadata& metadata,
                    uint64_t seed);
   StepPlan schedule();
-  std::vector<RequestOutput> update(const StepPlan& plan, const StepResult& result);
+  // A step in two halves, so that the next step can be planned while this one runs:
+  // advance() once the step is launched (its positions count as computed, and each token it
+  // samples is kPendingToken until known), resolve() once its tokens are known (they replace
+  // the placeholders, stop conditions are checked, finished sequences are freed). Between
+  // them, schedule() may plan the next step: a pending token is its input there. Sequences
+  // that ended or were aborted in between are skipped.
+  void advance(const StepPlan& plan);
+  std::vector<RequestOutput> resolve(const StepPlan& plan, const StepResult& result);
+  // Both halves at once: the synchronous step.
+  std::vector<RequestOutput> update(const StepPlan& plan, const StepResult& result) {
+    advance(plan);
+    return resolve(plan, result);
+  }
   // Ends a sequence now (the engine found a stop string) and frees its KV blocks.
   void finish_sequence(const std::string& request_id, int64_t index, FinishReason reason,
                        std::variant<std::monostate, int64_t, std::string> stop_reason);
@@ -144,8 +158,9 @@ class Scheduler {
   SchedulerStats stats_;
   std::vector<optim::RequestView> waiting_views_;
   std::vector<optim::RequestView> running_views_;
-  // The last step's time from schedule() to update(): forward pass and sampling, no idling.
-  int64_t schedule_start_ns_ = 0;
+  // The last step's time: from its schedule() (or the previous resolve(), when later: the step
+  // waited for the one before it) to its resolve(): forward pass and sampling, no idling.
+  int64_t last_resolve_ns_ = 0;
   int64_t last_step_ns_ = 0;
   int64_t prompt_logits_left_ = 0;  // logits rows prompt logprobs may still take this step
 };

@@ -45,9 +45,33 @@ void Scheduler::observe_step(const StepPlan& plan, int64_t step_ns) {
   rate = rate > 0.0 ? 0.8 * rate + 0.2 * ns_per_token : ns_per_token;
 }
 
-std::vector<RequestOutput> Scheduler::update(const StepPlan& plan, const StepResult& result) {
+void Scheduler::advance(const StepPlan& plan) {
+  for (const ScheduledSeq& s : plan.seqs) {
+    auto it = requests_.find(s.seq_id);
+    if (it == requests_.end()) continue;  // ended after the step was planned
+    Request& r = *it->second;
+    OPTIMATE_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.start_pos && !r.token_pending,
+                   "sequence {} changed between schedule and advance", s.seq_id);
+    const int64_t num_new = static_cast<int64_t>(s.token_ids.size());
+    stats_.num_prompt_tokens_computed +=
+        std::clamp<int64_t>(r.num_prompt_tokens - r.num_computed_tokens, 0, num_new);
+    r.num_computed_tokens += num_new;
+    if (r.preempted_ns >= 0 && r.num_computed_tokens >= r.resume_at_tokens) {
+      stats_.preempted_ns += clock_.now_ns() - r.preempted_ns;
+      r.preempted_ns = -1;
+    }
+    if (s.want_logits) {
+      r.token_ids.push_back(kPendingToken);
+      r.token_pending = true;
+    }
+  }
+}
+
+std::vector<RequestOutput> Scheduler::resolve(const StepPlan& plan, const StepResult& result) {
   if (!plan.empty()) {
-    last_step_ns_ = clock_.now_ns() - schedule_start_ns_;
+    const int64_t now = clock_.now_ns();
+    last_step_ns_ = now - std::max(plan.scheduled_ns, last_resolve_ns_);
+    last_resolve_ns_ = now;
     observe_step(plan, last_step_ns_);
   }
   std::vector<RequestOutput> outputs;
@@ -62,21 +86,18 @@ std::vector<RequestOutput> Scheduler::update(const StepPlan& plan, const StepRes
     auto it = requests_.find(s.seq_id);
     if (it == requests_.end()) continue;
     Request& r = *it->second;
-    OPTIMATE_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.start_pos,
-                   "sequence {} changed between schedule and update", s.seq_id);
-    const int64_t num_new = static_cast<int64_t>(s.token_ids.size());
-    stats_.num_prompt_tokens_computed +=
-        std::clamp<int64_t>(r.num_prompt_tokens - r.num_computed_tokens, 0, num_new);
-    r.num_computed_tokens += num_new;
-    if (r.preempted_ns >= 0 && r.num_computed_tokens >= r.resume_at_tokens) {
-      stats_.preempted_ns += clock_.now_ns() - r.preempted_ns;
-      r.preempted_ns = -1;
-    }
+    const int64_t end = s.start_pos + static_cast<int64_t>(s.token_ids.size());
     if (token) {
-      r.token_ids.push_back(token->token_id);
+      // The step's token is the sequence's last: advance() put its placeholder there, and the
+      // next step's advance() comes only after this resolve().
+      OPTIMATE_CHECK(r.token_pending && r.num_tokens() == end + 1, "sequence {} has no pending token at {}",
+                     s.seq_id, end);
+      r.token_ids.back() = token->token_id;
+      r.token_pending = false;
       ++stats_.num_generated_tokens;
     }
-    kv_.commit(r.seq_id, r.token_ids, r.num_computed_tokens);
+    // A sequence preempted since (KV dropped or swapped out) registers nothing.
+    if (r.status == RequestStatus::kRunning) kv_.commit(r.seq_id, r.token_ids, std::min(end, r.num_computed_tokens));
     if (!token) continue;
 
     RequestOutput out = make_output(r);

@@ -4,6 +4,10 @@
 
 namespace optimate::sched {
 
+bool ends_by_length(const Request& request, int64_t max_model_len) {
+  return request.num_output_tokens() >= request.params->max_tokens || request.num_tokens() >= max_model_len;
+}
+
 StopDecision check_stop(const Request& request, std::span<const int64_t> eos_token_ids,
                         int64_t max_model_len) {
   const SamplingParams& p = *request.params;
@@ -23,8 +27,7 @@ StopDecision check_stop(const Request& request, std::span<const int64_t> eos_tok
       return d;
     }
   }
-  if (num_output >= p.max_tokens || request.num_tokens() >= max_model_len)
-    d.reason = FinishReason::kLength;
+  if (ends_by_length(request, max_model_len)) d.reason = FinishReason::kLength;
   return d;
 }
 

@@ -20,4 +20,7 @@ struct StopDecision {
 StopDecision check_stop(const Request& request, std::span<const int64_t> eos_token_ids,
                         int64_t max_model_len);
 
+// The length conditions alone (max_tokens, max_model_len): known before the last token's value.
+bool ends_by_length(const Request& request, int64_t max_model_len);
+
 }  // namespace optimate::sched

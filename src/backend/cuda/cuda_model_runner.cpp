@@ -15,6 +15,7 @@
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/runner_state.h"
 #include "backend/cuda/step_inputs.h"
+#include "backend/cuda/token_feedback.h"
 #include "core/logging.h"
 
 namespace optimate::cuda {
@@ -219,8 +220,16 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.limits.max_model_len = len;
   st.limits.tensor_core_prefill = options.tensor_core_prefill;
   st.layout = StepLayout(st.limits);
-  OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.staging, st.layout.total * sizeof(int32_t)));
-  std::memset(st.staging, 0, st.layout.total * sizeof(int32_t));
+  for (int i = 0; i < 2; ++i) {
+    OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.staging_slots[i], st.layout.total * sizeof(int32_t)));
+    std::memset(st.staging_slots[i], 0, st.layout.total * sizeof(int32_t));
+    OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.sample_staging_slots[i], options.max_num_seqs * sizeof(GpuSampleRow)));
+    OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.launch_out[i], options.max_num_seqs * sizeof(int32_t)));
+    OPTIMATE_CUDA_CHECK(cudaEventCreateWithFlags(&st.staging_free[i], cudaEventDisableTiming));
+    OPTIMATE_CUDA_CHECK(cudaEventCreateWithFlags(&st.launch_done[i], cudaEventDisableTiming));
+  }
+  st.staging = st.staging_slots[0];
+  st.sample_staging = st.sample_staging_slots[0];
   st.step.resize(st.layout.total);
   OPTIMATE_CUDA_CHECK(cudaMemset(st.step.get(), 0, st.step.bytes()));
 
@@ -248,7 +257,6 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.greedy.resize(S);
   st.sampled.resize(S);
   st.sample_rows.resize(S);
-  OPTIMATE_CUDA_CHECK(cudaMallocHost(&st.sample_staging, S * sizeof(GpuSampleRow)));
 
   if (tp.comm) {
     const int64_t stride = tp.partition.vocab_per_rank;
@@ -272,11 +280,18 @@ kv::KvLayout CudaModelRunner::plan_layout(const ModelConfig& config, const CudaR
 CudaModelRunner::~CudaModelRunner() {
   if (!state_) return;
   cudaSetDevice(state_->options.device);  // a rank may be destroyed from another GPU's thread
-  free_host_tier(*state_);
-  for (auto& [bucket, exec] : state_->graphs) cudaGraphExecDestroy(exec);
-  if (state_->stream) cudaStreamDestroy(state_->stream);
-  if (state_->staging) cudaFreeHost(state_->staging);
-  if (state_->sample_staging) cudaFreeHost(state_->sample_staging);
+  State& st = *state_;
+  if (st.stream) cudaStreamSynchronize(st.stream);  // an uncollected launch still writes pinned memory
+  free_host_tier(st);
+  for (auto& [bucket, exec] : st.graphs) cudaGraphExecDestroy(exec);
+  if (st.stream) cudaStreamDestroy(st.stream);
+  for (int i = 0; i < 2; ++i) {
+    if (st.staging_slots[i]) cudaFreeHost(st.staging_slots[i]);
+    if (st.sample_staging_slots[i]) cudaFreeHost(st.sample_staging_slots[i]);
+    if (st.launch_out[i]) cudaFreeHost(st.launch_out[i]);
+    if (st.staging_free[i]) cudaEventDestroy(st.staging_free[i]);
+    if (st.launch_done[i]) cudaEventDestroy(st.launch_done[i]);
+  }
 }
 
 const ModelConfig& CudaModelRunner::config() const { return state_->config; }
@@ -359,8 +374,21 @@ void copy_step_inputs(CudaModelRunner::State& st, const StepInputs& in) {
   }
 }
 
-// Runs one step on the GPU; leaves the logits and greedy ids of its rows in the state's buffers
-// and returns the number of logits rows that belong to real slices.
+}  // namespace
+
+void next_staging(CudaModelRunner::State& st) {
+  st.staging_slot ^= 1;
+  // Long done unless the step two launches back is still copying its inputs.
+  OPTIMATE_CUDA_CHECK(cudaEventSynchronize(st.staging_free[st.staging_slot]));
+  st.staging = st.staging_slots[st.staging_slot];
+  st.sample_staging = st.sample_staging_slots[st.staging_slot];
+}
+
+void staging_copied(CudaModelRunner::State& st) {
+  OPTIMATE_CUDA_CHECK(cudaEventRecord(st.staging_free[st.staging_slot], st.stream));
+}
+
+// Leaves the logits and greedy ids of the step's rows in the state's buffers.
 int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
   bind_device(st);
   if (st.tp.comm && st.tp.comm->generation() != st.comm_generation) {
@@ -375,17 +403,31 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
   const bool graph = st.graphs_allowed() && !st.timer.enabled() && is_uniform_decode(batch) &&
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
-  const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to);
+  next_staging(st);
+  const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to, st.last_drawn_rows);
   wait_for_copies(st, batch);
   st.timer.begin_step(st.stream);
   st.timer.mark(Stage::kCopyIn, st.stream);
   copy_step_inputs(st, in);
+  staging_copied(st);
+  if (in.num_fed_back > 0)
+    take_fed_back_tokens(st.step.get() + st.layout.token_ids, in.num_tokens, st.last_drawn, st.stream);
   if (!graph) {
     st.enqueue_forward(in, st.decode_splits(in.num_rows, in.max_ctx));
     return in.num_logits_rows;
   }
   OPTIMATE_CUDA_CHECK(cudaGraphLaunch(decode_graph(st, in, pad_to), st.stream));
   return in.num_seqs;
+}
+
+namespace {
+
+// A synchronous call: every launch must have been collected, and its draws are no longer the
+// ones a fed-back token names.
+void synchronous_step(CudaModelRunner::State& st, const char* call) {
+  if (!st.launches.empty())
+    fail(ErrorCode::kInternal, "{} with {} launched steps uncollected", call, st.launches.size());
+  st.last_drawn_rows = 0;
 }
 
 }  // namespace
@@ -401,11 +443,13 @@ void CudaModelRunner::capture_decode_graphs() {
   for (int64_t b = 1; b <= most; b = graph_bucket(b + 1)) {
     ForwardBatch batch;
     batch.seqs.assign(static_cast<size_t>(b), SeqSlice{token, 0, table, true});
+    next_staging(st);
     StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, b);
     // No cache writes: the warm-up step before the capture runs for real, and block 0 may
     // belong to a sequence.
     std::fill_n(st.staging + st.layout.slot_mapping, in.num_tokens, -1);
     copy_step_inputs(st, in);
+    staging_copied(st);
     decode_graph(st, in, b);
   }
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
@@ -413,6 +457,7 @@ void CudaModelRunner::capture_decode_graphs() {
 
 void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {
   State& st = *state_;
+  synchronous_step(st, "forward");
   const int64_t rows = run_step(st, batch);
   const int64_t V = st.config.vocab_size, chunk = st.options.max_num_seqs;
   logits.resize(static_cast<size_t>(rows * V));
@@ -444,6 +489,7 @@ void refuse_all_logits(const ForwardBatch& batch, const char* call) {
 void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids) {
   refuse_all_logits(batch, "forward_greedy");
   State& st = *state_;
+  synchronous_step(st, "forward_greedy");
   const int64_t rows = run_step(st, batch);
   token_ids.resize(static_cast<size_t>(rows));
   st.timer.mark(Stage::kCopyOut, st.stream);
@@ -456,29 +502,11 @@ void CudaModelRunner::forward_greedy(const ForwardBatch& batch, std::vector<int3
 
 bool CudaModelRunner::forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
                                      std::vector<int32_t>& token_ids) {
-  refuse_all_logits(batch, "forward_sample");
   State& st = *state_;
+  synchronous_step(st, "forward_sample");
+  const int32_t* drawn = run_step_and_sample(st, batch, rows, "forward_sample");
   const int64_t n = static_cast<int64_t>(rows.size());
-  if (n > st.options.max_num_seqs)
-    fail(ErrorCode::kInvalidArgument, "{} rows to sample, the runner holds {}", n, st.options.max_num_seqs);
-  bool all_greedy = true;
-  for (int64_t i = 0; i < n; ++i) {
-    const SampleSpec& r = rows[static_cast<size_t>(i)];
-    st.sample_staging[i] = make_sample_row(*r.params, r.seed, r.output_index);
-    all_greedy = all_greedy && st.sample_staging[i].greedy != 0;
-  }
-  const int64_t logits_rows = run_step(st, batch);
-  OPTIMATE_CHECK(logits_rows == n, "step has {} logits rows, {} sampling rows given", logits_rows, n);
   token_ids.resize(static_cast<size_t>(n));
-  const int32_t* drawn = st.greedy.get();
-  if (!all_greedy && n > 0) {
-    st.timer.mark(Stage::kSampling, st.stream);
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging, n * sizeof(GpuSampleRow),
-                                        cudaMemcpyHostToDevice, st.stream));
-    sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n,
-                      st.config.vocab_size, st.stream);
-    drawn = st.sampled.get();
-  }
   st.timer.mark(Stage::kCopyOut, st.stream);
   if (n > 0)
     OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(token_ids.data(), drawn, n * sizeof(int32_t),

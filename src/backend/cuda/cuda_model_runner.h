@@ -111,6 +111,12 @@ class CudaModelRunner final : public ModelRunner {
   bool forward_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows,
                       std::vector<int32_t>& token_ids) override;
 
+  // forward_sample without waiting: the draws land in a pinned buffer that collect_sample()
+  // waits for; fed-back tokens are filled in on the device before the embedding. A rank of a
+  // tensor-parallel group refuses (false).
+  bool launch_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows) override;
+  void collect_sample(std::vector<int32_t>& token_ids) override;
+
   // Like forward, but returns the greedy token of each logits row (argmax on the GPU), so only
   // one int32 per row crosses back to the host. Not for all_logits slices.
   void forward_greedy(const ForwardBatch& batch, std::vector<int32_t>& token_ids);

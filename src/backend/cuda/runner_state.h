@@ -43,8 +43,14 @@ struct CudaModelRunner::State {
   DeviceBuffer<int32_t> requantize_ops;   // [n, 2] (from, to) entries of the latest requantize()
   DeviceBuffer<uint8_t> requantize_scratch;  // a dynamic cache's blocks on their way back
   DeviceBuffer<float> inv_freq;     // (head_dim / 2)
-  // Step metadata: pinned host staging and its device mirror, both layout.total int32.
-  int32_t* staging = nullptr;
+  // Step metadata: pinned host staging and its device mirror, both layout.total int32. Two
+  // staging slots alternate (with two of sample_staging), so a step may be packed while the
+  // one before it is still copying; staging_free[i] is recorded after slot i's last copy.
+  int32_t* staging = nullptr;               // the current slot (next_staging)
+  int32_t* staging_slots[2] = {nullptr, nullptr};
+  GpuSampleRow* sample_staging_slots[2] = {nullptr, nullptr};
+  cudaEvent_t staging_free[2] = {nullptr, nullptr};
+  int staging_slot = 0;
   DeviceBuffer<int32_t> step;
   // Activations, sized for max_num_batched_tokens rows (logits rows: max_num_seqs).
   DeviceBuffer<float> residual;          // [T, hidden]
@@ -60,7 +66,22 @@ struct CudaModelRunner::State {
   DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
   DeviceBuffer<int32_t> sampled;         // [max_num_seqs]: sample_rows_fused's draws
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
-  GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows
+  GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows (the current slot)
+
+  // Steps launched without waiting (launch_sample), oldest first: each draws into a pinned
+  // host buffer, and its event follows that copy. The last launch's draws stay on the device
+  // (last_drawn, last_drawn_rows rows) for the next step's fed-back tokens.
+  struct Launch {
+    int64_t rows = 0;
+    int out = 0;   // which of launch_out / launch_done
+    int span = 0;  // the timer's span slot
+  };
+  std::deque<Launch> launches;
+  int32_t* launch_out[2] = {nullptr, nullptr};
+  cudaEvent_t launch_done[2] = {nullptr, nullptr};
+  int next_launch_out = 0;
+  const int32_t* last_drawn = nullptr;
+  int64_t last_drawn_rows = 0;
   int64_t attn_workspace_rows = 0;       // rows whose splits fit in attn_workspace
   DecodeAttentionShape attn_shape;       // picks the decode attention kernel and its splits
 
@@ -112,6 +133,22 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
 // Makes the runner's GPU current on the calling thread: a rank runner is called from the thread
 // of whichever rank drives it, and every runner from whatever thread the engine runs on.
 void bind_device(const CudaModelRunner::State& st);
+
+// Moves st.staging and st.sample_staging to the other slot, once its last copy has run.
+void next_staging(CudaModelRunner::State& st);
+// After the step's last host-to-device copy is enqueued: the current slot may be reused.
+void staging_copied(CudaModelRunner::State& st);
+// Runs one step on the GPU (inputs packed into the current staging slot, copied, the forward
+// enqueued or its decode graph replayed); tokens token_from_last_launch(k) take row k of
+// st.last_drawn. Returns the number of logits rows that belong to real slices.
+int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch);
+// Enqueues sampling of the step's `n` logits rows from the current sample_staging slot (already
+// filled); returns where the drawn ids land on the device.
+const int32_t* enqueue_sampling(CudaModelRunner::State& st, int64_t n);
+// run_step, then the draw of one token per row (`call` names the caller in errors); returns
+// where the drawn ids land on the device (runner_launch.cpp).
+const int32_t* run_step_and_sample(CudaModelRunner::State& st, const ForwardBatch& batch,
+                                   std::span<const SampleSpec> rows, const char* call);
 
 // The host tier (runner_swap.cpp): allocates the pinned arenas and the copy stream and measures
 // the host link; makes `stream` wait for the copies `batch` needs; frees it all.

@@ -27,27 +27,30 @@ const char* stage_name(Stage stage) {
 
 StageTimer::~StageTimer() {
   for (cudaEvent_t e : pool_) cudaEventDestroy(e);
-  for (cudaEvent_t e : span_)
-    if (e) cudaEventDestroy(e);
+  for (auto& slot : span_)
+    for (cudaEvent_t e : slot)
+      if (e) cudaEventDestroy(e);
 }
 
 void StageTimer::arm_step() {
-  span_recorded_ = false;
   one_step_ = one_step_requested_ && !enabled_;
   one_step_requested_ = false;
   stages_.clear();
 }
 
 void StageTimer::begin_step(cudaStream_t stream) {
-  if (!span_[0])
-    for (cudaEvent_t& e : span_) OPTIMATE_CUDA_CHECK(cudaEventCreate(&e));
-  OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[0], stream));
+  span_slot_ ^= 1;
+  cudaEvent_t* span = span_[span_slot_];
+  if (!span[0])
+    for (int i = 0; i < 2; ++i) OPTIMATE_CUDA_CHECK(cudaEventCreate(&span[i]));
+  span_recorded_[span_slot_] = false;
+  OPTIMATE_CUDA_CHECK(cudaEventRecord(span[0], stream));
 }
 
 bool StageTimer::last_step(double& busy_s, std::vector<std::pair<std::string, double>>& stages) const {
-  if (!span_recorded_) return false;
+  if (!span_recorded_[last_span_]) return false;
   float ms = 0.0f;
-  OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&ms, span_[0], span_[1]));
+  OPTIMATE_CUDA_CHECK(cudaEventElapsedTime(&ms, span_[last_span_][0], span_[last_span_][1]));
   busy_s = 1e-3 * ms;
   stages = last_stages_;
   return true;
@@ -69,9 +72,10 @@ void StageTimer::mark(Stage stage, cudaStream_t stream) {
 }
 
 void StageTimer::end_step(cudaStream_t stream) {
-  if (span_[1]) {
-    OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[1], stream));
-    span_recorded_ = true;
+  if (span_[span_slot_][1]) {
+    OPTIMATE_CUDA_CHECK(cudaEventRecord(span_[span_slot_][1], stream));
+    span_recorded_[span_slot_] = true;
+    last_span_ = span_slot_;
   }
   last_stages_.clear();
   const bool one_step = one_step_;

@@ -47,6 +47,11 @@ class StageTimer {
   // After the stream is synchronized: the last step's busy time, from its first event to its
   // last, and its seconds per stage when it was timed with request_one_step(). False before any step.
   bool last_step(double& busy_s, std::vector<std::pair<std::string, double>>& stages) const;
+  // Steps launched without waiting: the span of the step begun last (two alternate, so a step
+  // may begin while the one before is uncollected); after collecting a step, make its span the
+  // one last_step() reads.
+  int current_span() const { return span_slot_; }
+  void set_last_span(int slot) { last_span_ = slot; }
 
   struct Totals {
     std::array<double, static_cast<int>(Stage::kCount)> ms{};
@@ -61,8 +66,10 @@ class StageTimer {
   bool enabled_ = false;
   bool one_step_requested_ = false;
   bool one_step_ = false;  // this step is timed for last_step()
-  cudaEvent_t span_[2] = {nullptr, nullptr};  // the step's first and last events
-  bool span_recorded_ = false;
+  cudaEvent_t span_[2][2] = {};  // per slot: a step's first and last events
+  bool span_recorded_[2] = {false, false};
+  int span_slot_ = 0;  // the slot of the step begun last
+  int last_span_ = 0;  // the slot last_step() reads
   std::vector<std::pair<std::string, double>> last_stages_;
   std::vector<cudaEvent_t> pool_;
   std::vector<Stage> stages_;  // stage of the interval starting at pool_[i]

@@ -66,7 +66,7 @@ bool is_uniform_decode(const ForwardBatch& batch) {
 }
 
 StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const StepLayout& layout,
-                     int32_t* buf, int64_t pad_to) {
+                     int32_t* buf, int64_t pad_to, int64_t fed_back_rows) {
   StepInputs in;
   in.num_seqs = static_cast<int64_t>(batch.seqs.size());
   if (in.num_seqs == 0) fail(ErrorCode::kInvalidArgument, "forward: empty batch");
@@ -103,9 +103,16 @@ StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const 
     const bool tiled = n > 1 && limits.tensor_core_prefill;
     for (int64_t j = 0; j < n; ++j, ++t) {
       const int32_t tok = s.token_ids[j];
-      if (tok < 0 || tok >= limits.vocab_size)
+      const int64_t fed_back = last_launch_row(tok);
+      if (fed_back >= 0 && fed_back < fed_back_rows) {
+        ++in.num_fed_back;
+      } else if (tok < 0 || tok >= limits.vocab_size) {
+        if (fed_back >= 0)
+          fail(ErrorCode::kInvalidArgument, "forward: slice {} token {} takes row {} of the last launch, which "
+               "draws {}", i, j, fed_back, fed_back_rows);
         fail(ErrorCode::kInvalidArgument, "forward: slice {} token {} is {}, outside the vocabulary of {}",
              i, j, tok, limits.vocab_size);
+      }
       const int64_t pos = s.start_pos + j;
       buf[layout.token_ids + t] = tok;
       buf[layout.positions + t] = static_cast<int32_t>(pos);

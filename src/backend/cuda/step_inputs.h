@@ -52,6 +52,7 @@ struct StepInputs {
   int64_t num_tiles = 0;
   int64_t num_logits_rows = 0;  // one per slice with want_logits, or its every token (all_logits)
   int64_t max_ctx = 0;
+  int64_t num_fed_back = 0;  // tokens token_from_last_launch(k): the device fills them in
   // (offset, count) of the parts of the buffer this step filled, for the host-to-device copy.
   std::vector<std::pair<int64_t, int64_t>> used;
 };
@@ -69,8 +70,10 @@ bool is_uniform_decode(const ForwardBatch& batch);
 // KV layout; Error kInvalidArgument naming the slice) and packs it into `buffer` (layout.total
 // int32).
 // pad_to > num_seqs pads a uniform decode batch with rows that write no KV and attend to
-// nothing, up to a captured graph's batch size.
+// nothing, up to a captured graph's batch size. A token token_from_last_launch(k) with k below
+// `fed_back_rows` (the rows the last launch draws) is packed as is, for the device to fill in;
+// any other negative id is refused.
 StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const StepLayout& layout,
-                     int32_t* buffer, int64_t pad_to = 0);
+                     int32_t* buffer, int64_t pad_to = 0, int64_t fed_back_rows = 0);
 
 }  // namespace optimate::cuda
