@@ -4,10 +4,11 @@
 # `optimate serve --config configs/overload-h200.toml` per variant, each measured by
 # `optimate bench --url`, whose report carries the server's own profile of the run (host phases,
 # device busy time, and device time per stage on every 64th step: --stage-profile-interval 64). Writes OUT/VARIANT/ (reports) and prints one table.
-# Usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [VARIANT ...]   variants: bf16 (default), fp8
+# Usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [VARIANT ...]   variants: bf16 (default), fp8, and
+# bf16-sync / fp8-sync: the same with --no-async-scheduling (each step waits for the last)
 set -uo pipefail
-bin=${1:?usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [bf16|fp8 ...]}
-out=${2:?usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [bf16|fp8 ...]}
+bin=${1:?usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [bf16|fp8|bf16-sync|fp8-sync ...]}
+out=${2:?usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [bf16|fp8|bf16-sync|fp8-sync ...]}
 shift 2
 variants=("$@")
 [[ ${#variants[@]} -gt 0 ]] || variants=(bf16)
@@ -20,7 +21,9 @@ for v in "${variants[@]}"; do
   case $v in
     bf16) flags=() ;;
     fp8) flags=(--quantization fp8) ;;
-    *) echo "unknown variant $v (bf16, fp8)"; exit 2 ;;
+    bf16-sync) flags=(--no-async-scheduling) ;;
+    fp8-sync) flags=(--quantization fp8 --no-async-scheduling) ;;
+    *) echo "unknown variant $v (bf16, fp8, bf16-sync, fp8-sync)"; exit 2 ;;
   esac
   "$bin" serve --config "$root/configs/overload-h200.toml" --device cuda \
     --tokenizer "$root/models/llama3-tokenizer" --served-model-name llama3-dummy --port "$port" \
