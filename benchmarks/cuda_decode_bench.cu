@@ -110,12 +110,13 @@ void decode_steps_overlapped(CudaModelRunner& runner, Seqs& s, int64_t n) {
   const std::vector<SampleSpec> specs(batch, SampleSpec{&greedy_params, 0, 0});
   std::vector<int32_t> out;
   std::vector<std::vector<int32_t>> one(batch);
+  const int64_t first_pos = int64_t(s.tokens[0].size()) - 1;  // every sequence has the same length
   for (int64_t k = 0; k <= n; ++k) {
     if (k < n) {
       ForwardBatch d;
       for (int64_t i = 0; i < batch; ++i) {
         one[i] = {k == 0 ? s.tokens[i].back() : token_from_last_launch(i)};
-        d.seqs.push_back({one[i], int64_t(s.tokens[i].size()) - 1 + k, s.tables[i], true});
+        d.seqs.push_back({one[i], first_pos + k, s.tables[i], true});
       }
       runner.launch_sample(d, specs);
     }
