@@ -2,7 +2,9 @@
 // so the benchmark can plot batch sizes and busy time for any backend (real or simulated).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <memory>
 
 #include "backend/model_runner.h"
@@ -37,6 +39,21 @@ class ObservedRunner final : public ModelRunner {
     observe(batch, start);
     return true;
   }
+  // A launched step is observed when it is collected: from its launch, or from when the step
+  // before it was collected if that came later (it ran on the device only after that one).
+  bool launch_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows) override {
+    const int64_t start = clock_->now_ns();
+    if (!inner_->launch_sample(batch, rows)) return false;
+    launched_.push_back({start, shape_of(batch)});
+    return true;
+  }
+  void collect_sample(std::vector<int32_t>& token_ids) override {
+    inner_->collect_sample(token_ids);
+    if (launched_.empty()) return;
+    const Launched l = launched_.front();
+    launched_.pop_front();
+    record(l.shape, std::max(l.start_ns, last_end_ns_));
+  }
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   void time_next_step_by_stage() override { inner_->time_next_step_by_stage(); }
   bool last_step_device_times(StepDeviceTimes& out) const override { return inner_->last_step_device_times(out); }
@@ -52,14 +69,29 @@ class ObservedRunner final : public ModelRunner {
   const ForwardObservation& last() const { return last_; }
 
  private:
-  void observe(const ForwardBatch& batch, int64_t start_ns) {
-    last_.duration_s = static_cast<double>(clock_->now_ns() - start_ns) * 1e-9;
-    last_.batch_size = static_cast<int64_t>(batch.seqs.size());
-    last_.num_tokens = 0;
-    for (const SeqSlice& s : batch.seqs) last_.num_tokens += static_cast<int64_t>(s.token_ids.size());
+  struct Shape {
+    int64_t batch_size = 0, num_tokens = 0;
+  };
+  struct Launched {
+    int64_t start_ns = 0;
+    Shape shape;
+  };
+  static Shape shape_of(const ForwardBatch& batch) {
+    Shape s{static_cast<int64_t>(batch.seqs.size()), 0};
+    for (const SeqSlice& slice : batch.seqs) s.num_tokens += static_cast<int64_t>(slice.token_ids.size());
+    return s;
+  }
+  void observe(const ForwardBatch& batch, int64_t start_ns) { record(shape_of(batch), start_ns); }
+  void record(const Shape& shape, int64_t start_ns) {
+    last_end_ns_ = clock_->now_ns();
+    last_.duration_s = static_cast<double>(last_end_ns_ - start_ns) * 1e-9;
+    last_.batch_size = shape.batch_size;
+    last_.num_tokens = shape.num_tokens;
     ++last_.count;
   }
 
+  std::deque<Launched> launched_;
+  int64_t last_end_ns_ = 0;
   std::unique_ptr<ModelRunner> inner_;
   std::shared_ptr<const Clock> clock_;
   ForwardObservation last_;
