@@ -346,7 +346,9 @@ std::vector<RequestOutput> Engine::step() {
   profiler_.add_phase("observe", start_ns - entry_ns);
   phase_mark_ns_ = start_ns;
   // A step that cannot overlap the one in flight waits for it first, and is planned on its tokens.
-  const bool overlap = config_.async_scheduling && host_sampled_.empty() && !profiler_.wants_stages();
+  // Decided once: finishing the step in flight counts a step, which moves wants_stages().
+  const bool timed = profiler_.wants_stages();
+  const bool overlap = config_.async_scheduling && host_sampled_.empty() && !timed;
   if (in_flight_ && !overlap) finish_in_flight(out);
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const int64_t schedule_ns = clock_->now_ns();
@@ -372,7 +374,7 @@ std::vector<RequestOutput> Engine::step() {
   for (const auto& s : plan.seqs)
     batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits, s.all_logits});
   const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
-  if (profiler_.wants_stages()) runner_->time_next_step_by_stage();
+  if (timed) runner_->time_next_step_by_stage();
   phase("schedule");
   if (overlap && launch_overlapped(plan, batch)) {
     phase("forward");
@@ -383,14 +385,19 @@ std::vector<RequestOutput> Engine::step() {
     scheduler_->advance(plan);
     const int64_t prompt_tokens = scheduler_->stats().num_prompt_tokens_computed - before;
     in_flight_ = InFlightStep{std::move(plan), kind, estimated_s, start_ns, prompt_tokens};
+    // Nothing left to plan (the step's rows all ended meanwhile): collect it now rather than
+    // leave it for a step() that may come much later.
+    if (!scheduler_->has_unfinished()) finish_in_flight(out);
     phase("update");
-    last_step_end_ns_ = phase_mark_ns_;
+    if (has_unfinished()) last_step_end_ns_ = phase_mark_ns_;
     return out;
   }
   if (in_flight_) {
     finish_in_flight(out);
     fill_pending_tokens(plan);
   }
+  // The step runs on the device once the one collected above is done, at the earliest.
+  const int64_t step_start_ns = std::max(start_ns, last_collect_ns_);
   sched::StepResult result;
   if (!sample_on_device(plan, batch, result)) {
     matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
@@ -410,7 +417,7 @@ std::vector<RequestOutput> Engine::step() {
   }
   phase("update");
   last_collect_ns_ = clock_->now_ns();
-  observe_step(plan, start_ns, last_collect_ns_, estimated_s, std::span<const RequestOutput>(out).subspan(first),
+  observe_step(plan, step_start_ns, last_collect_ns_, estimated_s, std::span<const RequestOutput>(out).subspan(first),
                scheduler_->stats().num_prompt_tokens_computed - prompt_tokens_before);
   phase("observe");
   if (scheduler_->has_unfinished()) last_step_end_ns_ = phase_mark_ns_;

@@ -11,7 +11,8 @@ RequestOutput Scheduler::make_output(const Request& r) const {
   out.request_id = r.request_id;
   out.index = r.seq_index;
   out.usage.prompt_tokens = r.num_prompt_tokens;
-  out.usage.completion_tokens = r.num_output_tokens();
+  // A token still pending (its step in flight) has not reached the client, and may never.
+  out.usage.completion_tokens = r.num_output_tokens() - (r.token_pending ? 1 : 0);
   out.usage.cached_tokens = r.num_cached_tokens;
   if (r.first_admitted_ns >= 0) out.queue_ns = r.first_admitted_ns - r.arrival_ns;
   return out;

@@ -59,10 +59,10 @@ struct Packed {
   }
 };
 
-Packed pack(const ForwardBatch& batch, const StepLimits& l, int64_t pad_to = 0) {
+Packed pack(const ForwardBatch& batch, const StepLimits& l, int64_t pad_to = 0, int64_t fed_back_rows = 0) {
   Packed p{StepLayout(l), {}, {}};
   p.buf.assign(static_cast<size_t>(p.layout.total), -7);
-  p.in = pack_step(batch, l, p.layout, p.buf.data(), pad_to);
+  p.in = pack_step(batch, l, p.layout, p.buf.data(), pad_to, fed_back_rows);
   return p;
 }
 
@@ -183,6 +183,27 @@ TEST(StepInputs, BadBatchesAreRefusedWithTheSliceNamed) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << c.name;
       EXPECT_NE(std::string(e.what()).find(c.expected), std::string::npos) << c.name << ": " << e.what();
     }
+  }
+}
+
+// A token the last launch drew (token_from_last_launch) is packed as is, for the device to fill
+// in; one naming a row that launch did not draw is refused.
+TEST(StepInputs, FedBackTokensArePackedForTheDevice) {
+  const StepLimits l = limits();
+  const std::vector<int32_t> table = {0, 1};
+  const std::vector<int32_t> a = {token_from_last_launch(1)}, b = {7}, c = {token_from_last_launch(0)};
+  const Packed p = pack(ForwardBatch{{SeqSlice{a, 3, table, true}, SeqSlice{b, 4, table, true}, SeqSlice{c, 5, table, true}}},
+                        l, 0, /*fed_back_rows=*/2);
+  EXPECT_EQ(p.in.num_fed_back, 2);
+  EXPECT_EQ(p.at(p.layout.token_ids, 0), token_from_last_launch(1));
+  EXPECT_EQ(p.at(p.layout.token_ids, 1), 7);
+  EXPECT_EQ(p.at(p.layout.token_ids, 2), token_from_last_launch(0));
+  try {
+    pack(ForwardBatch{{SeqSlice{a, 3, table, true}}}, l, 0, /*fed_back_rows=*/1);
+    ADD_FAILURE() << "a row the last launch did not draw was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("slice 0 token 0 takes row 1 of the last launch, which draws 1"),
+              std::string::npos) << e.what();
   }
 }
 

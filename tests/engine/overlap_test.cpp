@@ -70,6 +70,8 @@ class QueuedDeviceRunner final : public ModelRunner {
     --uncollected_;
   }
 
+  void time_next_step_by_stage() override { ++stage_requests; }
+  int64_t stage_requests = 0;
   int64_t host_steps = 0, device_steps = 0, launches = 0, fed_back = 0, most_uncollected = 0;
   int64_t forward_tokens() const { return inner_->num_forward_tokens(); }
 
@@ -135,6 +137,7 @@ struct RunSetup {
   int64_t host_swap_blocks = 0;
   std::string preemption_mode = "auto";
   int64_t max_model_len = 256;
+  int64_t stage_interval = 0;
 };
 
 struct Outcome {
@@ -142,6 +145,7 @@ struct Outcome {
   int64_t launches = 0, fed_back = 0, most_uncollected = 0, device_steps = 0, host_steps = 0;
   int64_t preemptions = 0;
   int64_t forward_tokens = 0;
+  int64_t stage_requests = 0;
 };
 
 SamplingParams params_for(size_t i) {
@@ -166,6 +170,7 @@ Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParam
   c.block_size = 4;
   c.async_scheduling = overlap;
   c.preemption_mode = setup.preemption_mode;
+  c.stage_profile_interval = setup.stage_interval;
   const double block_gib = static_cast<double>(2 * 2 * c.block_size) / 1073741824.0;
   c.swap_space = setup.host_swap_blocks > 0 ? (static_cast<double>(setup.host_swap_blocks) + 0.5) * block_gib : 0.0;
   EngineParts parts;
@@ -195,6 +200,7 @@ Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParam
   out.host_steps = device->host_steps;
   out.preemptions = engine.scheduler().stats().num_preemptions;
   out.forward_tokens = device->forward_tokens();
+  out.stage_requests = device->stage_requests;
   return out;
 }
 
@@ -301,6 +307,72 @@ TEST(OverlappedSteps, RowsForTheHostSamplerRunOneStepAtATime) {
   EXPECT_GT(overlapped.host_steps, 0);
   // Once those two have finished, the rest overlap again.
   EXPECT_GT(overlapped.launches, 0);
+}
+
+TEST(OverlappedSteps, AbortUsageCountsOnlyDeliveredTokens) {
+  const std::vector<SamplingParams> params = mixed_params(8);
+  for (bool overlap : {false, true})
+    for (int64_t after : {2, 3, 5}) {
+      const Outcome aborted = run(overlap, {}, params, after);
+      const SeqResult& r3 = aborted.results.at({"r3", 0});
+      EXPECT_EQ(r3.usage.completion_tokens, static_cast<int64_t>(r3.tokens.size()))
+          << "overlap " << overlap << " abort after " << after;
+    }
+}
+
+TEST(OverlappedSteps, StageProfiledStepsStillHappen) {
+  const std::vector<SamplingParams> params = mixed_params(14);
+  for (int64_t interval : {1, 2, 3, 5}) {
+    RunSetup setup;
+    setup.stage_interval = interval;
+    const Outcome sync = run(false, setup, params);
+    const Outcome overlapped = run(true, setup, params);
+    EXPECT_GT(sync.stage_requests, 0) << interval;
+    EXPECT_GT(overlapped.stage_requests, sync.stage_requests / 2)
+        << "interval " << interval << ": sync asked " << sync.stage_requests << ", overlapped " << overlapped.stage_requests
+        << " (host steps " << overlapped.host_steps << " device steps " << overlapped.device_steps << ")";
+  }
+}
+
+Results run_prefix(bool overlap, int64_t num_blocks) {
+  EngineConfig c;
+  c.max_num_seqs = 6;
+  c.max_num_batched_tokens = 32;
+  c.max_model_len = 128;
+  c.block_size = 4;
+  c.async_scheduling = overlap;
+  c.enable_prefix_caching = true;
+  EngineParts parts;
+  parts.runner = std::make_unique<QueuedDeviceRunner>(std::make_unique<FakeModelRunner>(num_blocks, 4, 128, 0));
+  parts.codec = std::make_shared<FakeCodec>();
+  parts.clock = std::make_shared<FakeClock>();
+  Engine engine(c, std::move(parts));
+  Results results;
+  size_t next = 0;
+  for (int64_t step = 0; step < 5000; ++step) {
+    if (next < 20 && step % 3 == 0) {  // arrivals while steps are in flight
+      std::vector<int32_t> prompt;
+      for (size_t t = 0; t < 13; ++t) prompt.push_back(static_cast<int32_t>(2 + (t * 7) % 50));  // shared prefix
+      for (size_t t = 0; t < next % 5; ++t) prompt.push_back(static_cast<int32_t>(3 + next + t));
+      SamplingParams p = params_for(next);
+      p.stop.clear();
+      if (next == 11) p.logprobs = 1;
+      if (next == 14) p.repetition_penalty = 1.3f;
+      engine.add_request("p" + std::to_string(next), prompt, p);
+      ++next;
+    }
+    if (!engine.has_unfinished() && next >= 20) break;
+    collect(engine.step(), results);
+  }
+  return results;
+}
+
+TEST(OverlappedSteps, PrefixCachingWithArrivals) {
+  for (int64_t blocks : {256, 40}) {
+    const Results sync = run_prefix(false, blocks);
+    const Results overlapped = run_prefix(true, blocks);
+    expect_same(sync, overlapped);
+  }
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ StepInputs pack_step(const ForwardBatch& batch, const StepLimits& limits, const 
       if (fed_back >= 0 && fed_back < fed_back_rows) {
         ++in.num_fed_back;
       } else if (tok < 0 || tok >= limits.vocab_size) {
-        if (fed_back >= 0)
+        if (fed_back >= 0 && fed_back_rows > 0)
           fail(ErrorCode::kInvalidArgument, "forward: slice {} token {} takes row {} of the last launch, which "
                "draws {}", i, j, fed_back, fed_back_rows);
         fail(ErrorCode::kInvalidArgument, "forward: slice {} token {} is {}, outside the vocabulary of {}",
