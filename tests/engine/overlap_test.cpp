@@ -162,7 +162,8 @@ SamplingParams params_for(size_t i) {
 
 // Adds `num_requests` requests, steps to the end (aborting "r3" after `abort_after` steps when
 // that is >= 0) and returns what came out.
-Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParams>& params, int64_t abort_after = -1) {
+Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParams>& params, int64_t abort_after = -1,
+           int64_t toggle_every = 0) {
   EngineConfig c;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 48;
@@ -189,6 +190,11 @@ Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParam
   Outcome out;
   for (int64_t step = 0; engine.has_unfinished(); ++step) {
     if (step == abort_after) EXPECT_TRUE(engine.abort("r3"));
+    if (toggle_every > 0 && step > 0 && step % toggle_every == 0) {  // a configuration reload
+      EngineConfig next = engine.config();
+      next.async_scheduling = !next.async_scheduling;
+      engine.apply_config(next);
+    }
     collect(engine.step(), out.results);
     EXPECT_LT(step, 100000) << "the engine does not finish";
     if (step >= 100000) break;
@@ -372,6 +378,17 @@ TEST(OverlappedSteps, PrefixCachingWithArrivals) {
     const Results sync = run_prefix(false, blocks);
     const Results overlapped = run_prefix(true, blocks);
     expect_same(sync, overlapped);
+  }
+}
+
+TEST(OverlappedSteps, TurnedOnAndOffByAReloadBetweenSteps) {
+  const std::vector<SamplingParams> params = mixed_params(14);
+  const Outcome sync = run(false, {}, params);
+  for (int64_t every : {1, 2, 5}) {
+    const Outcome toggled = run(true, {}, params, -1, every);
+    expect_same(sync.results, toggled.results);
+    EXPECT_GT(toggled.launches, 0) << every;
+    EXPECT_GT(toggled.device_steps, 0) << every;
   }
 }
 
