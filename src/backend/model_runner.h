@@ -120,8 +120,8 @@ class ModelRunner {
   // drawn for row k of the launch just before this one; the runner takes it on the device, so
   // the step runs after that one there. At most two launches are uncollected at a time;
   // forward() and forward_sample() may only run once every launch is collected. The same
-  // rows as forward_sample; false, having run nothing, when the runner cannot (the engine
-  // then collects what is in flight and runs the step synchronously).
+  // rows as forward_sample; false, having run nothing, when the runner cannot launch ahead at
+  // all (an answer that never changes: the engine then runs every step synchronously).
   virtual bool launch_sample(const ForwardBatch& batch, std::span<const SampleSpec> rows) { return false; }
   // The tokens of the oldest uncollected launch, waiting for them.
   // The engine calls it only after a launch_sample that returned true.

@@ -183,54 +183,43 @@ bool Engine::device_specs(const sched::StepPlan& plan) {
   return true;
 }
 
+void Engine::take_device_tokens(sched::StepResult& result) const {
+  result.tokens.resize(device_tokens_.size());
+  for (size_t i = 0; i < device_tokens_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
+}
+
 bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& batch,
                               sched::StepResult& result) {
   if (!device_specs(plan) || !runner_->forward_sample(batch, specs_, device_tokens_)) return false;
   OPTIMATE_CHECK(device_tokens_.size() == specs_.size(), "runner sampled {} tokens for {} rows",
                  device_tokens_.size(), specs_.size());
-  result.tokens.resize(specs_.size());
-  for (size_t i = 0; i < specs_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
+  take_device_tokens(result);
   return true;
 }
 
 bool Engine::launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch) {
   if (!device_specs(plan)) return false;
-  if (plan.has_pending_tokens) {
-    // A pending token is the in-flight step's draw for that sequence: name its row there.
-    OPTIMATE_CHECK(in_flight_.has_value(), "a step plans pending tokens with no step in flight");
-    std::unordered_map<sched::SeqId, int64_t> rows;
-    int64_t k = 0;
-    for (const sched::ScheduledSeq& s : in_flight_->plan.seqs)
-      if (s.want_logits) rows.emplace(s.seq_id, k++);
-    for (sched::ScheduledSeq& s : plan.seqs)
-      for (int32_t& t : s.token_ids) {
-        if (t != sched::kPendingToken) continue;
-        auto it = rows.find(s.seq_id);
-        OPTIMATE_CHECK(it != rows.end(), "sequence {} has a pending token the step in flight does not draw",
-                       s.seq_id);
-        t = token_from_last_launch(it->second);
+  // A pending token is the in-flight step's draw for that sequence: name its row there.
+  std::unordered_map<sched::SeqId, int64_t> rows;
+  for (sched::ScheduledSeq& s : plan.seqs)
+    for (int32_t& t : s.token_ids) {
+      if (t != sched::kPendingToken) continue;
+      OPTIMATE_CHECK(in_flight_.has_value(), "sequence {} has a pending token and no step is in flight", s.seq_id);
+      if (rows.empty()) {
+        int64_t k = 0;
+        for (const sched::ScheduledSeq& f : in_flight_->plan.seqs)
+          if (f.want_logits) rows.emplace(f.seq_id, k++);
       }
-  }
-  if (runner_->launch_sample(batch, specs_)) return true;
-  if (plan.has_pending_tokens)  // the pending tokens stay placeholders for the synchronous step
-    for (sched::ScheduledSeq& s : plan.seqs)
-      for (int32_t& t : s.token_ids)
-        if (last_launch_row(t) >= 0) t = sched::kPendingToken;
-  return false;
-}
-
-void Engine::fill_pending_tokens(sched::StepPlan& plan) const {
-  if (!plan.has_pending_tokens) return;
-  for (sched::ScheduledSeq& s : plan.seqs) {
-    const sched::Request* r = scheduler_->find(s.seq_id);
-    for (size_t j = 0; j < s.token_ids.size(); ++j) {
-      if (s.token_ids[j] != sched::kPendingToken) continue;
-      const size_t pos = static_cast<size_t>(s.start_pos) + j;
-      s.token_ids[j] = r && pos < r->token_ids.size() ? r->token_ids[pos] : 0;
-      OPTIMATE_CHECK(s.token_ids[j] != sched::kPendingToken, "sequence {}: token {} still pending", s.seq_id, pos);
+      auto it = rows.find(s.seq_id);
+      OPTIMATE_CHECK(it != rows.end(), "sequence {} has a pending token the step in flight does not draw",
+                     s.seq_id);
+      t = token_from_last_launch(it->second);
     }
-  }
-  plan.has_pending_tokens = false;
+  if (runner_->launch_sample(batch, specs_)) return true;
+  // The runner cannot launch ahead (and never will); it launched nothing before either.
+  OPTIMATE_CHECK(!in_flight_, "the runner refused a launch after launching the step in flight");
+  runner_launches_ = false;
+  return false;
 }
 
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
@@ -316,8 +305,7 @@ void Engine::finish_in_flight(std::vector<RequestOutput>& out) {
   const int64_t end_ns = clock_->now_ns();
   phase("forward");  // the host waiting for the device
   sched::StepResult result;
-  result.tokens.resize(device_tokens_.size());
-  for (size_t i = 0; i < device_tokens_.size(); ++i) result.tokens[i].token_id = device_tokens_[i];
+  take_device_tokens(result);
   profiler_.on_step(f.kind, runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
   const size_t first = out.size();
   for (RequestOutput& o : scheduler_->resolve(f.plan, result)) {
@@ -348,7 +336,7 @@ std::vector<RequestOutput> Engine::step() {
   // A step that cannot overlap the one in flight waits for it first, and is planned on its tokens.
   // Decided once: finishing the step in flight counts a step, which moves wants_stages().
   const bool timed = profiler_.wants_stages();
-  const bool overlap = config_.async_scheduling && host_sampled_.empty() && !timed;
+  const bool overlap = config_.async_scheduling && runner_launches_ && host_sampled_.empty() && !timed;
   if (in_flight_ && !overlap) finish_in_flight(out);
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const int64_t schedule_ns = clock_->now_ns();
@@ -392,10 +380,9 @@ std::vector<RequestOutput> Engine::step() {
     if (has_unfinished()) last_step_end_ns_ = phase_mark_ns_;
     return out;
   }
-  if (in_flight_) {
-    finish_in_flight(out);
-    fill_pending_tokens(plan);
-  }
+  // Only a step that overlaps may be planned with one in flight (it takes that step's tokens):
+  // a row for the host sampler comes from a request in host_sampled_, which stops overlap first.
+  OPTIMATE_CHECK(!in_flight_, "a step that runs alone was planned while one is in flight");
   // The step runs on the device once the one collected above is done, at the earliest.
   const int64_t step_start_ns = std::max(start_ns, last_collect_ns_);
   sched::StepResult result;

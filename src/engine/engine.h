@@ -168,16 +168,15 @@ class Engine {
   // Fills specs_ with the plan's rows; false when a row needs the host sampler.
   bool device_specs(const sched::StepPlan& plan);
   // The overlapped step: launches `plan` on the runner (its pending tokens point at the step in
-  // flight's rows); false, having launched nothing, when the runner cannot.
+  // flight's rows); false, having launched nothing, when a row needs the host sampler or the
+  // runner cannot launch ahead (runner_launches_ then turns false for good).
   bool launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch);
+  // The runner's tokens (device_tokens_) as a step result.
+  void take_device_tokens(sched::StepResult& result) const;
   // Waits for the step in flight and applies its tokens; its outputs go to `out`.
   void finish_in_flight(std::vector<RequestOutput>& out);
   // The scheduler's update has produced `o`: grammars, stop strings, the window's bookkeeping.
   void process_output(RequestOutput& o);
-  // After the step in flight was finished without overlap: `plan`'s pending tokens get the
-  // values the scheduler now holds (a sequence that ended meanwhile gets token 0: its row
-  // is computed and dropped).
-  void fill_pending_tokens(sched::StepPlan& plan) const;
   void phase(const char* name);
 
   EngineConfig config_;
@@ -218,6 +217,7 @@ class Engine {
   };
   std::optional<InFlightStep> in_flight_;
   int64_t last_collect_ns_ = 0;
+  bool runner_launches_ = true;  // false once the runner refused a launch_sample
   // Live requests whose rows may need the host sampler, by id: unfinished sequences. While
   // any is live, steps run one at a time.
   std::unordered_map<std::string, int64_t> host_sampled_;

@@ -23,17 +23,22 @@ std::vector<int32_t> suppressed_ids(const SamplingParams& p, int64_t num_output_
   return out;
 }
 
-bool needs_host_sampling(const SampleRow& row) {
-  const SamplingParams& p = *row.params;
-  return p.logprobs.has_value() || has_penalties(p) || !row.suppressed_ids.empty() || !p.logit_bias.empty() ||
-         !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() || p.constraint != nullptr;
+namespace {
+
+// What only the host sampler applies, whatever the step.
+bool host_only(const SamplingParams& p) {
+  return p.logprobs.has_value() || has_penalties(p) || !p.logit_bias.empty() || !p.allowed_token_ids.empty() ||
+         !p.bad_words_token_ids.empty() || p.constraint != nullptr;
 }
 
+}  // namespace
+
+bool needs_host_sampling(const SampleRow& row) { return host_only(*row.params) || !row.suppressed_ids.empty(); }
+
 bool may_need_host_sampling(const SamplingParams& p) {
-  return p.logprobs.has_value() || p.prompt_logprobs.has_value() || has_penalties(p) ||
-         (p.min_tokens > 0 && (!p.ignore_eos || !p.stop_token_ids.empty())) ||
-         !p.logit_bias.empty() || !p.allowed_token_ids.empty() || !p.bad_words_token_ids.empty() ||
-         p.constraint != nullptr;
+  // suppressed_ids is empty from min_tokens on, and always when nothing can end the sequence.
+  const bool may_suppress = p.min_tokens > 0 && (!p.ignore_eos || !p.stop_token_ids.empty());
+  return host_only(p) || may_suppress || p.prompt_logprobs.has_value();
 }
 
 }  // namespace optimate::sampling

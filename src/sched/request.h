@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,11 @@
 namespace optimate::sched {
 
 using SeqId = int64_t;
+
+// A generated token whose value the device has not reported yet: the scheduler plans the next
+// step while this one runs (Scheduler::advance), and Scheduler::resolve writes the token over
+// it. A step that carries one takes the token from the device (ModelRunner::launch_sample).
+inline constexpr int32_t kPendingToken = std::numeric_limits<int32_t>::min();
 
 struct RequestMetadata {
   // Engine::add_request takes the clients' convention (--priority-order); the scheduler gets
@@ -39,7 +45,6 @@ struct Request {
   int64_t num_computed_tokens = 0; // positions whose KV is in the cache
   int64_t num_cached_tokens = 0;   // prompt tokens served by the prefix cache at first admission
   int64_t num_preemptions = 0;
-  bool token_pending = false;      // the last token is kPendingToken (Scheduler::advance)
   int64_t last_admitted_ns = -1;   // when it last entered the running set (-1: never)
   int64_t first_admitted_ns = -1;  // when it first entered the running set (-1: never)
   // Since its last preemption, until it has computed as many tokens again (-1: not preempted).
@@ -51,6 +56,8 @@ struct Request {
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   int64_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // The last token is kPendingToken: its step is in flight (Scheduler::advance).
+  bool token_pending() const { return !token_ids.empty() && token_ids.back() == kPendingToken; }
 };
 
 }  // namespace optimate::sched

@@ -231,7 +231,7 @@ StepPlan Scheduler::schedule() {
   // 1. Running sequences: decodes and unfinished prefill chunks.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request& r = *requests_.at(running_[i]);
-    if (r.token_pending && ends_by_length(r, config_.max_model_len)) {  // its last step is still running
+    if (r.token_pending() && ends_by_length(r, config_.max_model_len)) {  // its last step is still running
       ++i;
       continue;
     }
@@ -279,7 +279,6 @@ StepPlan Scheduler::schedule() {
     s.seq_id = p.seq;
     s.start_pos = r.num_computed_tokens;
     s.token_ids.assign(r.token_ids.begin() + s.start_pos, r.token_ids.begin() + s.start_pos + p.num_new);
-    plan.has_pending_tokens = plan.has_pending_tokens || r.token_pending;
     auto blocks = kv_.block_ids(p.seq);
     s.block_ids.assign(blocks.begin(), blocks.end());
     s.want_logits = s.start_pos + p.num_new == r.num_tokens();

@@ -12,7 +12,7 @@ RequestOutput Scheduler::make_output(const Request& r) const {
   out.index = r.seq_index;
   out.usage.prompt_tokens = r.num_prompt_tokens;
   // A token still pending (its step in flight) has not reached the client, and may never.
-  out.usage.completion_tokens = r.num_output_tokens() - (r.token_pending ? 1 : 0);
+  out.usage.completion_tokens = r.num_output_tokens() - (r.token_pending() ? 1 : 0);
   out.usage.cached_tokens = r.num_cached_tokens;
   if (r.first_admitted_ns >= 0) out.queue_ns = r.first_admitted_ns - r.arrival_ns;
   return out;
@@ -51,7 +51,7 @@ void Scheduler::advance(const StepPlan& plan) {
     auto it = requests_.find(s.seq_id);
     if (it == requests_.end()) continue;  // ended after the step was planned
     Request& r = *it->second;
-    OPTIMATE_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.start_pos && !r.token_pending,
+    OPTIMATE_CHECK(r.status == RequestStatus::kRunning && r.num_computed_tokens == s.start_pos && !r.token_pending(),
                    "sequence {} changed between schedule and advance", s.seq_id);
     const int64_t num_new = static_cast<int64_t>(s.token_ids.size());
     stats_.num_prompt_tokens_computed +=
@@ -63,7 +63,6 @@ void Scheduler::advance(const StepPlan& plan) {
     }
     if (s.want_logits) {
       r.token_ids.push_back(kPendingToken);
-      r.token_pending = true;
     }
   }
 }
@@ -91,10 +90,9 @@ std::vector<RequestOutput> Scheduler::resolve(const StepPlan& plan, const StepRe
     if (token) {
       // The step's token is the sequence's last: advance() put its placeholder there, and the
       // next step's advance() comes only after this resolve().
-      OPTIMATE_CHECK(r.token_pending && r.num_tokens() == end + 1, "sequence {} has no pending token at {}",
+      OPTIMATE_CHECK(r.token_pending() && r.num_tokens() == end + 1, "sequence {} has no pending token at {}",
                      s.seq_id, end);
       r.token_ids.back() = token->token_id;
-      r.token_pending = false;
       ++stats_.num_generated_tokens;
     }
     // A sequence preempted since (KV dropped or swapped out) registers nothing.

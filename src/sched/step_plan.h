@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "kv/kv_copy.h"
@@ -11,11 +10,6 @@
 #include "sched/request.h"
 
 namespace optimate::sched {
-
-// A generated token whose value the device has not reported yet: the scheduler plans the next
-// step while this one runs (Scheduler::advance), and Scheduler::resolve writes the token over
-// it. A step that carries one takes the token from the device (ModelRunner::launch_sample).
-inline constexpr int32_t kPendingToken = std::numeric_limits<int32_t>::min();
 
 // One sequence's work in a step: a prefill chunk or a single decode token.
 struct ScheduledSeq {
@@ -45,9 +39,6 @@ struct StepPlan {
   // Set when the batch policy held waiting requests back: when to look again.
   int64_t retry_at_ns = 0;
   int64_t scheduled_ns = 0;  // scheduler clock when schedule() began
-  // Whether a token of the plan is kPendingToken: the step must run after the one before it
-  // on the device and take that step's tokens there.
-  bool has_pending_tokens = false;
   bool empty() const { return seqs.empty(); }
 };
 
