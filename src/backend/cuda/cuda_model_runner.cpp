@@ -228,8 +228,6 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
     OPTIMATE_CUDA_CHECK(cudaEventCreateWithFlags(&st.staging_free[i], cudaEventDisableTiming));
     OPTIMATE_CUDA_CHECK(cudaEventCreateWithFlags(&st.launch_done[i], cudaEventDisableTiming));
   }
-  st.staging = st.staging_slots[0];
-  st.sample_staging = st.sample_staging_slots[0];
   st.step.resize(st.layout.total);
   OPTIMATE_CUDA_CHECK(cudaMemset(st.step.get(), 0, st.step.bytes()));
 
@@ -369,7 +367,7 @@ cudaGraphExec_t decode_graph(CudaModelRunner::State& st, const StepInputs& in, i
 void copy_step_inputs(CudaModelRunner::State& st, const StepInputs& in) {
   for (const auto& [offset, count] : in.used) {
     if (count == 0) continue;
-    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging + offset,
+    OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.step.get() + offset, st.staging() + offset,
                                         count * sizeof(int32_t), cudaMemcpyHostToDevice, st.stream));
   }
 }
@@ -380,8 +378,6 @@ void next_staging(CudaModelRunner::State& st) {
   st.staging_slot ^= 1;
   // Long done unless the step two launches back is still copying its inputs.
   OPTIMATE_CUDA_CHECK(cudaEventSynchronize(st.staging_free[st.staging_slot]));
-  st.staging = st.staging_slots[st.staging_slot];
-  st.sample_staging = st.sample_staging_slots[st.staging_slot];
 }
 
 void staging_copied(CudaModelRunner::State& st) {
@@ -404,7 +400,7 @@ int64_t run_step(CudaModelRunner::State& st, const ForwardBatch& batch) {
                      bucket <= std::min(st.options.max_num_seqs, st.options.max_graph_batch);
   const int64_t pad_to = graph ? bucket : 0;
   next_staging(st);
-  const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, pad_to, st.last_drawn_rows);
+  const StepInputs in = pack_step(batch, st.limits, st.layout, st.staging(), pad_to, st.last_drawn_rows);
   wait_for_copies(st, batch);
   st.timer.begin_step(st.stream);
   st.timer.mark(Stage::kCopyIn, st.stream);
@@ -444,10 +440,10 @@ void CudaModelRunner::capture_decode_graphs() {
     ForwardBatch batch;
     batch.seqs.assign(static_cast<size_t>(b), SeqSlice{token, 0, table, true});
     next_staging(st);
-    StepInputs in = pack_step(batch, st.limits, st.layout, st.staging, b);
+    StepInputs in = pack_step(batch, st.limits, st.layout, st.staging(), b);
     // No cache writes: the warm-up step before the capture runs for real, and block 0 may
     // belong to a sequence.
-    std::fill_n(st.staging + st.layout.slot_mapping, in.num_tokens, -1);
+    std::fill_n(st.staging() + st.layout.slot_mapping, in.num_tokens, -1);
     copy_step_inputs(st, in);
     staging_copied(st);
     decode_graph(st, in, b);

@@ -15,10 +15,10 @@ namespace optimate::cuda {
 
 const int32_t* enqueue_sampling(CudaModelRunner::State& st, int64_t n) {
   const bool all_greedy =
-      std::all_of(st.sample_staging, st.sample_staging + n, [](const GpuSampleRow& r) { return r.greedy != 0; });
+      std::all_of(st.sample_staging(), st.sample_staging() + n, [](const GpuSampleRow& r) { return r.greedy != 0; });
   if (all_greedy || n == 0) return st.greedy.get();
   st.timer.mark(Stage::kSampling, st.stream);
-  OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging, n * sizeof(GpuSampleRow),
+  OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging(), n * sizeof(GpuSampleRow),
                                       cudaMemcpyHostToDevice, st.stream));
   staging_copied(st);
   sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n, st.config.vocab_size,
@@ -38,7 +38,7 @@ const int32_t* run_step_and_sample(CudaModelRunner::State& st, const ForwardBatc
   OPTIMATE_CHECK(logits_rows == n, "step has {} logits rows, {} sampling rows given", logits_rows, n);
   for (int64_t i = 0; i < n; ++i) {
     const SampleSpec& r = rows[static_cast<size_t>(i)];
-    st.sample_staging[i] = make_sample_row(*r.params, r.seed, r.output_index);  // the slot run_step took
+    st.sample_staging()[i] = make_sample_row(*r.params, r.seed, r.output_index);  // the slot run_step took
   }
   return enqueue_sampling(st, n);
 }

@@ -46,11 +46,12 @@ struct CudaModelRunner::State {
   // Step metadata: pinned host staging and its device mirror, both layout.total int32. Two
   // staging slots alternate (with two of sample_staging), so a step may be packed while the
   // one before it is still copying; staging_free[i] is recorded after slot i's last copy.
-  int32_t* staging = nullptr;               // the current slot (next_staging)
   int32_t* staging_slots[2] = {nullptr, nullptr};
   GpuSampleRow* sample_staging_slots[2] = {nullptr, nullptr};
   cudaEvent_t staging_free[2] = {nullptr, nullptr};
-  int staging_slot = 0;
+  int staging_slot = 0;  // the current slot (next_staging)
+  int32_t* staging() const { return staging_slots[staging_slot]; }
+  GpuSampleRow* sample_staging() const { return sample_staging_slots[staging_slot]; }
   DeviceBuffer<int32_t> step;
   // Activations, sized for max_num_batched_tokens rows (logits rows: max_num_seqs).
   DeviceBuffer<float> residual;          // [T, hidden]
@@ -66,7 +67,6 @@ struct CudaModelRunner::State {
   DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
   DeviceBuffer<int32_t> sampled;         // [max_num_seqs]: sample_rows_fused's draws
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
-  GpuSampleRow* sample_staging = nullptr;  // pinned host mirror of sample_rows (the current slot)
 
   // Steps launched without waiting (launch_sample), oldest first: each draws into a pinned
   // host buffer, and its event follows that copy. The last launch's draws stay on the device
@@ -134,7 +134,7 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
 // of whichever rank drives it, and every runner from whatever thread the engine runs on.
 void bind_device(const CudaModelRunner::State& st);
 
-// Moves st.staging and st.sample_staging to the other slot, once its last copy has run.
+// Moves st.staging() and st.sample_staging() to the other slot, once its last copy has run.
 void next_staging(CudaModelRunner::State& st);
 // After the step's last host-to-device copy is enqueued: the current slot may be reused.
 void staging_copied(CudaModelRunner::State& st);
