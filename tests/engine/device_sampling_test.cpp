@@ -26,15 +26,7 @@ class DeviceSamplingRunner final : public ModelRunner {
     ++device_steps;
     std::vector<float> logits;
     inner_->forward(batch, logits);
-    token_ids.clear();
-    for (size_t i = 0; i < rows.size(); ++i) {
-      sampling::SampleInput in;
-      in.logits = std::span<const float>(logits).subspan(i * FakeModelRunner::kVocab, FakeModelRunner::kVocab);
-      in.params = rows[i].params;
-      in.seed = rows[i].seed;
-      in.output_index = rows[i].output_index;
-      token_ids.push_back(sampler_.sample(in).token_id);
-    }
+    token_ids = draw_on_host(sampler_, logits, rows, FakeModelRunner::kVocab);
     return true;
   }
   int64_t host_steps = 0;

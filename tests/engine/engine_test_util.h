@@ -90,6 +90,22 @@ inline std::map<std::pair<std::string, int64_t>, std::vector<int32_t>> tokens_of
   return out;
 }
 
+// What a device sampler draws for each row: the CPU sampler over the rows' logits (the rule
+// every device sampler follows), `vocab` floats per row.
+inline std::vector<int32_t> draw_on_host(sampling::Sampler& sampler, std::span<const float> logits,
+                                         std::span<const SampleSpec> rows, int64_t vocab) {
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    sampling::SampleInput in;
+    in.logits = logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+    in.params = rows[i].params;
+    in.seed = rows[i].seed;
+    in.output_index = rows[i].output_index;
+    tokens.push_back(sampler.sample(in).token_id);
+  }
+  return tokens;
+}
+
 inline Results run_to_completion(Engine& engine, int64_t max_steps = 1000000) {
   Results results;
   for (int64_t i = 0; i < max_steps && engine.has_unfinished(); ++i) collect(engine.step(), results);

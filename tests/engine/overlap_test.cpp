@@ -111,16 +111,7 @@ class QueuedDeviceRunner final : public ModelRunner {
   std::vector<int32_t> run(const ForwardBatch& batch, std::span<const SampleSpec> rows) {
     std::vector<float> logits;
     inner_->forward(batch, logits);
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      sampling::SampleInput in;
-      in.logits = std::span<const float>(logits).subspan(i * FakeModelRunner::kVocab, FakeModelRunner::kVocab);
-      in.params = rows[i].params;
-      in.seed = rows[i].seed;
-      in.output_index = rows[i].output_index;
-      tokens.push_back(sampler_.sample(in).token_id);
-    }
-    return tokens;
+    return draw_on_host(sampler_, logits, rows, FakeModelRunner::kVocab);
   }
 
   std::unique_ptr<FakeModelRunner> inner_;
@@ -133,6 +124,8 @@ class QueuedDeviceRunner final : public ModelRunner {
 };
 
 struct RunSetup {
+  int64_t max_num_seqs = 8;
+  int64_t max_num_batched_tokens = 48;
   int64_t num_blocks = 256;
   int64_t host_swap_blocks = 0;
   std::string preemption_mode = "auto";
@@ -162,11 +155,10 @@ SamplingParams params_for(size_t i) {
 
 // Adds `num_requests` requests, steps to the end (aborting "r3" after `abort_after` steps when
 // that is >= 0) and returns what came out.
-Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParams>& params, int64_t abort_after = -1,
-           int64_t toggle_every = 0) {
+Engine make_engine(bool overlap, const RunSetup& setup, QueuedDeviceRunner** device) {
   EngineConfig c;
-  c.max_num_seqs = 8;
-  c.max_num_batched_tokens = 48;
+  c.max_num_seqs = setup.max_num_seqs;
+  c.max_num_batched_tokens = setup.max_num_batched_tokens;
   c.max_model_len = setup.max_model_len;
   c.block_size = 4;
   c.async_scheduling = overlap;
@@ -177,11 +169,17 @@ Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParam
   EngineParts parts;
   auto runner = std::make_unique<QueuedDeviceRunner>(
       std::make_unique<FakeModelRunner>(setup.num_blocks, 4, setup.max_model_len, setup.host_swap_blocks));
-  QueuedDeviceRunner* device = runner.get();
+  *device = runner.get();
   parts.runner = std::move(runner);
   parts.codec = std::make_shared<FakeCodec>();
   parts.clock = std::make_shared<FakeClock>();
-  Engine engine(c, std::move(parts));
+  return Engine(c, std::move(parts));
+}
+
+Outcome run(bool overlap, const RunSetup& setup, const std::vector<SamplingParams>& params, int64_t abort_after = -1,
+           int64_t toggle_every = 0) {
+  QueuedDeviceRunner* device = nullptr;
+  Engine engine = make_engine(overlap, setup, &device);
   for (size_t i = 0; i < params.size(); ++i) {
     std::vector<int32_t> prompt;
     for (size_t t = 0; t < 5 + i * 7 % 23; ++t) prompt.push_back(static_cast<int32_t>(2 + (i * 31 + t * 17) % 60));
@@ -341,18 +339,13 @@ TEST(OverlappedSteps, StageProfiledStepsStillHappen) {
 }
 
 Results run_prefix(bool overlap, int64_t num_blocks) {
-  EngineConfig c;
-  c.max_num_seqs = 6;
-  c.max_num_batched_tokens = 32;
-  c.max_model_len = 128;
-  c.block_size = 4;
-  c.async_scheduling = overlap;
-  c.enable_prefix_caching = true;
-  EngineParts parts;
-  parts.runner = std::make_unique<QueuedDeviceRunner>(std::make_unique<FakeModelRunner>(num_blocks, 4, 128, 0));
-  parts.codec = std::make_shared<FakeCodec>();
-  parts.clock = std::make_shared<FakeClock>();
-  Engine engine(c, std::move(parts));
+  RunSetup setup;
+  setup.max_num_seqs = 6;
+  setup.max_num_batched_tokens = 32;
+  setup.max_model_len = 128;
+  setup.num_blocks = num_blocks;
+  QueuedDeviceRunner* device = nullptr;
+  Engine engine = make_engine(overlap, setup, &device);
   Results results;
   size_t next = 0;
   for (int64_t step = 0; step < 5000; ++step) {

@@ -59,14 +59,6 @@ Engine make_engine(std::shared_ptr<FakeClock> clock, bool measures, int64_t inte
   return Engine(c, std::move(parts));
 }
 
-SamplingParams greedy(int64_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
 TEST(StepProfile, CountsStepsByKindDeviceTimeAndEveryNthStepsStages) {
   auto clock = std::make_shared<FakeClock>();
   TimedRunner* runner = nullptr;
