@@ -17,5 +17,15 @@ OPTIMATE_BIN="$build_dir/optimate" tests/python/run.sh
 echo "== Python package (the in-process engine, on the embedded model)"
 OPTIMATE_BUILD_DIR="$build_dir" tests/python_api/run.sh
 
+# vLLM's scheduler with Optimate's optimizers: vLLM comes in its own environment (~8 GB, ~6.5
+# minutes to install), made when OPTIMATE_INSTALL_VLLM=1 (CI sets it) and used when present.
+[[ "${OPTIMATE_INSTALL_VLLM:-0}" = 1 ]] && scripts/setup-vllm.sh
+if [[ -x "${OPTIMATE_VLLM_VENV:-$root/.venv-vllm}/bin/python" ]]; then
+  echo "== vLLM plugin (vLLM's v1 scheduler with Optimate's optimizers)"
+  OPTIMATE_BUILD_DIR="$build_dir" tests/vllm_plugin/run.sh
+else
+  echo "== vLLM plugin: skipped (no .venv-vllm; scripts/setup-vllm.sh makes it)"
+fi
+
 echo "== fuzzing the GGUF and safetensors parsers (bounded)"
 scripts/fuzz.sh "${OPTIMATE_FUZZ_SECONDS:-30}"

@@ -5,7 +5,7 @@ RequestOutput) and the seed's integration example (optimate.optimizers,
 create_optimized_engine). The engine itself is C++ (optimate._core); see docs/python.md.
 """
 
-from optimate.errors import EngineError
+from optimate.errors import EngineError, PolicyFallbackWarning
 from optimate.engine_args import EngineArgs
 from optimate.sampling_params import RequestOutputKind, SamplingParams
 from optimate.outputs import CompletionOutput, Logprob, RequestMetrics, RequestOutput
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncLLMEngine", "BatchDecision", "BatchPolicy", "CompletionOutput", "EngineArgs", "EngineError",
-    "LLM", "LLMEngine", "Logprob", "QueuePolicy", "RequestMetrics", "RequestOutput", "RequestOutputKind",
+    "LLM", "LLMEngine", "Logprob", "PolicyFallbackWarning", "QueuePolicy", "RequestMetrics", "RequestOutput", "RequestOutputKind",
     "RequestView", "SamplingParams", "SchedulerView", "create_optimized_engine", "optimizers",
     "set_log_level",
 ]

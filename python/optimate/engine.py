@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from optimate import _core
 from optimate.engine_args import EngineArgs
-from optimate.errors import EngineError
+from optimate.errors import warn_policy_failure
 from optimate.optimizers import Optimizer
 from optimate.outputs import OutputTracker, RequestOutput
 from optimate.policies import BatchPolicy, QueuePolicy
@@ -170,9 +170,7 @@ class LLMEngine:
         outputs = held + self._tracker.process(deltas)
         failure = self._core.take_policy_failure()
         if failure is not None:
-            message, cause = failure
-            self._held = outputs
-            raise EngineError(message, "policy") from cause
+            warn_policy_failure(*failure)
         return outputs
 
     def abort_request(self, request_id: Union[str, Iterable[str]]) -> None:
@@ -188,9 +186,10 @@ class LLMEngine:
         return len(self._tracker)
 
     def get_optimizers(self) -> list[dict[str, Any]]:
-        """Each optimizer: name, enabled, baseline, options, counters (the server's
-        GET /v1/optimizers)."""
-        return _optimizer_list(self._specs, self._core.optimizer_counters())
+        """Each optimizer: name, enabled, baseline, options, counters, seconds_total, fallback
+        (``{"reason", "detail"}`` after the guard disabled it, else None) and rolled_back: the
+        server's GET /v1/optimizers."""
+        return self._core.optimizer_states()
 
     def set_optimizer(self, optimizer: Union[OptimizerLike, str], enabled: Optional[bool] = None,
                       **options: Any) -> None:

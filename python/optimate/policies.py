@@ -4,13 +4,15 @@ Subclass QueuePolicy (which waiting requests to admit, in what order; whom to pr
 BatchPolicy (admit now, or wait for a fuller batch), then pass an instance in
 ``create_optimized_engine(args, optimizers=[...])`` (or ``LLM(..., optimizers=[...])``): the
 engine registers it under ``name`` and the C++ scheduler calls it between steps, each call with
-a fresh SchedulerView (a copy of the queues). Disable or re-enable it with
-``engine.set_optimizer(name, enabled=...)``.
+a fresh SchedulerView: the C++ policies' own view (every field they read), copied so the policy
+may keep it. Disable or re-enable it with ``engine.set_optimizer(name, enabled=...)``.
 
-If a method raises or returns something invalid, that call falls back to the baseline (arrival
-order, admit now, no preemption), the step completes, and the next ``step()`` raises
-EngineError (code "policy") with the Python exception as its cause; the step's outputs come with
-the following ``step()``. Async engines print such failures through ``sys.unraisablehook``.
+A policy is guarded as the C++ ones are: if a method raises or returns something invalid, that
+call gets the baseline's decision (arrival order, admit now, no preemption), the step completes,
+and the engine disables the policy (the baseline runs its slot from then on, as
+``get_optimizers()`` shows under ``fallback``); ``step()`` reports it with a
+PolicyFallbackWarning carrying the Python traceback. Async engines print it through
+``sys.unraisablehook``. ``set_optimizer(name, enabled=True)`` turns the policy back on.
 
 Each call costs a GIL acquisition and a copy of the queues into Python objects: see
 docs/python.md for measured figures.
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from optimate._core import BatchDecision, KvView, RequestView, SchedulerView
+from optimate._core import (BatchDecision, ClassMetrics, KvPrecision, KvQuota, KvView, MetricsView,
+                           PolicyKnobs, RequestView, SchedulerView, WindowMetrics)
 
 
 class _PythonPolicy:
@@ -61,4 +64,5 @@ class BatchPolicy(_PythonPolicy):
         raise NotImplementedError
 
 
-__all__ = ["QueuePolicy", "BatchPolicy", "BatchDecision", "SchedulerView", "RequestView", "KvView"]
+__all__ = ["QueuePolicy", "BatchPolicy", "BatchDecision", "SchedulerView", "RequestView", "KvView", "KvQuota",
+           "KvPrecision", "PolicyKnobs", "MetricsView", "ClassMetrics", "WindowMetrics"]

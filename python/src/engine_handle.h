@@ -47,6 +47,7 @@ class EngineHandle {
   bool has_unfinished() const;
   void set_optimizer(const OptimizerSpec& spec);
   std::vector<OptimizerCounters> optimizer_counters() const;
+  std::vector<OptimizerState> optimizer_states() const { return engine().optimizer_states(); }
   EngineStats stats() const;
   nb::object take_policy_failure() { return failures_->take(); }
 

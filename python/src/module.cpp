@@ -15,6 +15,8 @@
 #include "engine_handle.h"
 #include "engine_settings.h"
 #include "optim/registry.h"
+#include "optimizer_host.h"
+#include "policy_views.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -126,6 +128,11 @@ void bind_engine(nb::module_& m) {
         e.set_optimizer(optimizer_spec(name, options, enabled));
       }, "name"_a, "options"_a, "enabled"_a)
       .def("optimizer_counters", [](const EngineHandle& e) { return optimizer_counter_list(e.optimizer_counters()); })
+      .def("optimizer_states", [](const EngineHandle& e) {
+        nb::list out;
+        for (const OptimizerState& s : e.optimizer_states()) out.append(optimizer_state_dict(s));
+        return out;
+      }, "Each optimizer as GET /v1/optimizers lists it (fallbacks included).")
       .def("stats", [](const EngineHandle& e) { return stats_dict(e.stats()); })
       .def("take_policy_failure", &EngineHandle::take_policy_failure)
       .def_prop_ro("max_model_len", &EngineHandle::max_model_len)
@@ -206,4 +213,5 @@ NB_MODULE(_core, m) {
   bind_outputs(m);
   bind_policy_views(m);
   bind_engine(m);
+  bind_optimizer_host(m);
 }

@@ -6,51 +6,20 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "policy_views.h"
+
 namespace optimate::python {
 namespace {
 
-// Owning copies of the scheduler's views: Python may keep them after the call.
-struct PyRequestView {
-  int64_t seq_id = 0;
-  std::string request_id;
-  int64_t seq_index = 0;
-  int64_t priority = 0;
-  int64_t arrival_ns = 0;
-  int64_t num_prompt_tokens = 0;
-  int64_t num_output_tokens = 0;
-  int64_t num_computed_tokens = 0;
-  int64_t max_tokens = 0;
-  int64_t num_blocks = 0;
-  int64_t num_preemptions = 0;
-  int64_t admitted_ns = -1;
-  bool scheduled_this_step = false;
-};
-
-struct PySchedulerView {
-  int64_t now_ns = 0;
-  nb::list waiting;
-  nb::list running;
-  optim::KvView kv;
-  int64_t max_num_seqs = 0;
-  int64_t max_num_batched_tokens = 0;
-  int64_t token_budget_left = 0;
-  int64_t last_step_ns = 0;
-};
-
-nb::list request_list(std::span<const optim::RequestView> views) {
-  nb::list out;
-  for (const optim::RequestView& r : views)
-    out.append(nb::cast(PyRequestView{r.seq_id, std::string(r.request_id), r.seq_index, r.priority,
-                                      r.arrival_ns, r.num_prompt_tokens, r.num_output_tokens,
-                                      r.num_computed_tokens, r.max_tokens, r.num_blocks,
-                                      r.num_preemptions, r.admitted_ns, r.scheduled_this_step}));
-  return out;
+// "RuntimeError: policy bug": the exception's type and message, without the traceback.
+std::string exception_summary(nb::python_error& e) {
+  return fmt::format("{}: {}", nb::cast<std::string>(e.type().attr("__name__")),
+                     nb::cast<std::string>(nb::str(e.value())));
 }
 
-nb::object to_python(const optim::SchedulerView& v) {
-  return nb::cast(PySchedulerView{v.now_ns, request_list(v.waiting), request_list(v.running), v.kv,
-                                  v.max_num_seqs, v.max_num_batched_tokens, v.token_budget_left,
-                                  v.last_step_ns});
+nb::object to_python(const optim::SchedulerView& view) {
+  return nb::cast(new OwnedSchedulerView(view), nb::rv_policy::take_ownership);
 }
 
 // What every Python policy shares: the object, its name, failure reporting, counters.
@@ -61,10 +30,14 @@ class PythonPolicy {
 
  protected:
   const nb::object& object() const { return object_->get(); }
-  void fail_call(const char* method, const std::string& why, nb::handle exception = nb::none()) const {
-    failures_->record(fmt::format("Python policy '{}': {} {}; this call fell back to the baseline",
-                                  name_, method, why),
-                      exception);
+  // Records the failure for the engine's owner and throws it to the policy guard.
+  [[noreturn]] void fail_call(const char* method, const std::string& why, nb::handle exception = nb::none()) const {
+    std::string message = fmt::format("Python policy '{}': {} {}", name_, method, why);
+    failures_->record(message, exception);
+    throw Error(ErrorCode::kInvalidArgument, message);
+  }
+  [[noreturn]] void raised(const char* method, nb::python_error& e) const {
+    fail_call(method, "raised " + exception_summary(e), e.value());
   }
   std::vector<optim::PolicyCounter> python_counters() const {
     nb::gil_scoped_acquire gil;
@@ -74,9 +47,11 @@ class PythonPolicy {
       for (auto [key, value] : nb::cast<nb::dict>(counters))
         out.push_back({nb::cast<std::string>(key), nb::cast<double>(value)});
     } catch (nb::python_error& e) {
-      fail_call("counters()", "raised", e.value());
+      failures_->record(fmt::format("Python policy '{}': counters() raised {}", name_, exception_summary(e)),
+                        e.value());
     } catch (const nb::cast_error&) {
-      fail_call("counters()", "did not return a dict of str to float");
+      failures_->record(fmt::format("Python policy '{}': counters() did not return a dict of str to float", name_),
+                        nb::none());
     }
     return out;
   }
@@ -94,25 +69,22 @@ class PythonQueuePolicy final : public optim::QueuePolicy, PythonPolicy {
 
   std::vector<int64_t> order_waiting(const optim::SchedulerView& view) override {
     nb::gil_scoped_acquire gil;
-    const int64_t n = static_cast<int64_t>(view.waiting.size());
+    std::vector<int64_t> order;
     try {
-      nb::object result = object().attr("order_waiting")(to_python(view));
-      std::vector<int64_t> order = nb::cast<std::vector<int64_t>>(result);
-      std::vector<bool> seen(static_cast<size_t>(n), false);
-      for (int64_t i : order) {
-        if (i < 0 || i >= n || seen[i]) {
-          fail_call("order_waiting()", fmt::format("returned a bad or repeated index {} (of {} waiting)", i, n));
-          return arrival_order(n);
-        }
-        seen[i] = true;
-      }
-      return order;
+      order = nb::cast<std::vector<int64_t>>(object().attr("order_waiting")(to_python(view)));
     } catch (nb::python_error& e) {
-      fail_call("order_waiting()", "raised", e.value());
+      raised("order_waiting()", e);
     } catch (const nb::cast_error&) {
       fail_call("order_waiting()", "did not return a list of int");
     }
-    return arrival_order(n);
+    // The guard rejects such an order too; checked here so the user hears why.
+    std::vector<bool> seen(view.waiting.size(), false);
+    for (int64_t i : order) {
+      if (i < 0 || i >= static_cast<int64_t>(seen.size()) || seen[static_cast<size_t>(i)])
+        fail_call("order_waiting()", fmt::format("returned a bad or repeated index {} (of {} waiting)", i, seen.size()));
+      seen[static_cast<size_t>(i)] = true;
+    }
+    return order;
   }
 
   std::optional<int64_t> preempt_for(const optim::SchedulerView& view, int64_t waiting_index,
@@ -124,24 +96,14 @@ class PythonQueuePolicy final : public optim::QueuePolicy, PythonPolicy {
           blocked_on == optim::BlockedOn::kMaxNumSeqs ? "max_num_seqs" : "kv_blocks");
       if (result.is_none()) return std::nullopt;
       const int64_t victim = nb::cast<int64_t>(result);
-      if (victim < 0 || victim >= static_cast<int64_t>(view.running.size())) {
+      if (victim < 0 || victim >= static_cast<int64_t>(view.running.size()))
         fail_call("preempt_for()", fmt::format("chose running[{}] of {}", victim, view.running.size()));
-        return std::nullopt;
-      }
       return victim;
     } catch (nb::python_error& e) {
-      fail_call("preempt_for()", "raised", e.value());
+      raised("preempt_for()", e);
     } catch (const nb::cast_error&) {
       fail_call("preempt_for()", "did not return an int or None");
     }
-    return std::nullopt;
-  }
-
- private:
-  static std::vector<int64_t> arrival_order(int64_t n) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    return order;
   }
 };
 
@@ -158,11 +120,10 @@ class PythonBatchPolicy final : public optim::BatchPolicy, PythonPolicy {
       if (nb::isinstance<nb::bool_>(result)) return {nb::cast<bool>(result), 0};
       return nb::cast<optim::BatchDecision>(result);
     } catch (nb::python_error& e) {
-      fail_call("decide()", "raised", e.value());
+      raised("decide()", e);
     } catch (const nb::cast_error&) {
       fail_call("decide()", "did not return a bool or a BatchDecision");
     }
-    return {};
   }
 };
 
@@ -216,53 +177,6 @@ optim::PolicySet make_python_policy_set(const std::string& name, PythonPolicyKin
   else
     set.batch = std::make_shared<PythonBatchPolicy>(name, std::move(object), std::move(failures));
   return set;
-}
-
-void bind_policy_views(nb::module_& m) {
-  nb::class_<PyRequestView>(m, "RequestView", "A sequence as a policy sees it (a copy).")
-      .def_ro("seq_id", &PyRequestView::seq_id, "the scheduler's id of this sequence (never reused)")
-      .def_ro("request_id", &PyRequestView::request_id)
-      .def_ro("seq_index", &PyRequestView::seq_index, "which of the request's n samples")
-      .def_ro("priority", &PyRequestView::priority, "larger is more important")
-      .def_ro("arrival_ns", &PyRequestView::arrival_ns, "engine clock")
-      .def_ro("num_prompt_tokens", &PyRequestView::num_prompt_tokens)
-      .def_ro("num_output_tokens", &PyRequestView::num_output_tokens)
-      .def_ro("num_computed_tokens", &PyRequestView::num_computed_tokens)
-      .def_ro("max_tokens", &PyRequestView::max_tokens)
-      .def_ro("num_blocks", &PyRequestView::num_blocks, "KV blocks held now")
-      .def_ro("num_preemptions", &PyRequestView::num_preemptions)
-      .def_ro("admitted_ns", &PyRequestView::admitted_ns, "when it last entered the running set (-1: never)")
-      .def_ro("scheduled_this_step", &PyRequestView::scheduled_this_step)
-      .def("__repr__", [](const PyRequestView& r) {
-        return fmt::format("RequestView(request_id='{}', seq_index={}, priority={}, num_prompt_tokens={}, "
-                           "num_output_tokens={})", r.request_id, r.seq_index, r.priority,
-                           r.num_prompt_tokens, r.num_output_tokens);
-      });
-  nb::class_<optim::KvView>(m, "KvView", "The KV block pool as a policy sees it.")
-      .def_ro("num_blocks", &optim::KvView::num_blocks)
-      .def_ro("num_free_blocks", &optim::KvView::num_free_blocks)
-      .def_ro("block_size", &optim::KvView::block_size)
-      .def("usage", &optim::KvView::usage, "share of blocks in use, in [0, 1]");
-  nb::class_<PySchedulerView>(m, "SchedulerView",
-                              "The scheduler's queues at one decision (a copy, valid after the call).")
-      .def_ro("now_ns", &PySchedulerView::now_ns, "engine clock")
-      .def_ro("waiting", &PySchedulerView::waiting, "list[RequestView]: preempted first, then by arrival")
-      .def_ro("running", &PySchedulerView::running, "list[RequestView]: in admission order")
-      .def_ro("kv", &PySchedulerView::kv)
-      .def_ro("max_num_seqs", &PySchedulerView::max_num_seqs)
-      .def_ro("max_num_batched_tokens", &PySchedulerView::max_num_batched_tokens)
-      .def_ro("token_budget_left", &PySchedulerView::token_budget_left)
-      .def_ro("last_step_ns", &PySchedulerView::last_step_ns, "duration of the last step that ran (0 before the first)");
-  nb::class_<optim::BatchDecision>(m, "BatchDecision", "A batch policy's answer.")
-      .def(
-          "__init__",
-          [](optim::BatchDecision* d, bool admit_waiting, int64_t retry_at_ns) {
-            new (d) optim::BatchDecision{admit_waiting, retry_at_ns};
-          },
-          nb::arg("admit_waiting") = true, nb::arg("retry_at_ns") = 0)
-      .def_rw("admit_waiting", &optim::BatchDecision::admit_waiting, "False: run only what is running")
-      .def_rw("retry_at_ns", &optim::BatchDecision::retry_at_ns,
-              "engine-clock time when admitting is worth another look (0: next step)");
 }
 
 }  // namespace optimate::python

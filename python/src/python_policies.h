@@ -2,10 +2,12 @@
 //
 // The scheduler calls these from whichever thread steps the engine (the caller of step(), or
 // the AsyncEngine's thread) with the GIL released; each call takes the GIL, copies the
-// scheduler's view into Python objects, calls the Python method and checks what it returns.
-// A Python exception or a bad answer never reaches the scheduler: the policy falls back to the
-// baseline decision for that call (arrival order, admit now, no preemption) and the failure is
-// kept in PolicyFailures for the engine's owner to raise after the step, so no output is lost.
+// scheduler's view (policy_views.h: the C++ view types themselves), calls the Python method and
+// converts what it returns. A Python exception or an answer of the wrong type is thrown as an
+// Error, so the policy guard (engine/policy_guard.h) treats it as it treats a C++ policy's: that
+// call gets the baseline's decision, the step goes on, and between steps the engine disables the
+// optimizer. The Python exception itself is kept in PolicyFailures, for the engine's owner to
+// report (a warning after the step, or sys.unraisablehook for an async engine).
 #pragma once
 
 #include <memory>
@@ -35,7 +37,7 @@ class PyRef {
   nb::object object_;
 };
 
-// The first policy failure since the last take(); touched only with the GIL held.
+// The first Python policy failure since the last take(); touched only with the GIL held.
 class PolicyFailures {
  public:
   // Async engines have no step() caller to raise to: failures go to sys.unraisablehook
@@ -58,8 +60,5 @@ enum class PythonPolicyKind { kQueue, kBatch };
 optim::PolicySet make_python_policy_set(const std::string& name, PythonPolicyKind kind,
                                         std::shared_ptr<PyRef> object,
                                         std::shared_ptr<PolicyFailures> failures);
-
-// The Python-side view classes (SchedulerView, RequestView, KvView, BatchDecision).
-void bind_policy_views(nb::module_& m);
 
 }  // namespace optimate::python

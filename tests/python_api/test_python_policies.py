@@ -1,10 +1,13 @@
 """Queue and batch policies written in Python, called by the C++ scheduler between steps."""
 
+import warnings
+
 import pytest
 
 from conftest import run_to_completion, small_args
-from optimate import (BatchDecision, BatchPolicy, EngineError, QueuePolicy, SamplingParams,
-                      create_optimized_engine)
+from optimate import (BatchDecision, BatchPolicy, EngineError, PolicyFallbackWarning, QueuePolicy, SamplingParams,
+                      SchedulerView, create_optimized_engine)
+from optimate.policies import PolicyKnobs
 
 PARAMS = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
 
@@ -79,19 +82,73 @@ class Broken(QueuePolicy):
 
 
 @pytest.mark.parametrize("answer", ["raise", [5], [0, 0], "not a list"])
-def test_a_failing_python_policy_raises_after_the_step_and_loses_nothing(model, answer):
-    engine = create_optimized_engine(small_args(model), optimizers=[Broken(answer)])
-    engine.add_request("a", "Hello", PARAMS)
-    with pytest.raises(EngineError) as err:
-        engine.step()
-    assert err.value.code == "policy" and "Broken" in str(err.value)
+def test_a_failing_python_policy_is_disabled_and_the_step_goes_on(model, answer):
+    """The guard's rule, as for a C++ policy: that call gets the baseline's decision, the engine
+    disables the policy, and every request completes; step() warns once and never raises."""
+    policy = Broken(answer)
+    engine = create_optimized_engine(small_args(model, max_num_seqs=1), optimizers=[policy])
+    for rid in ("a", "b"):
+        engine.add_request(rid, "Hello", PARAMS)
+    with pytest.warns(PolicyFallbackWarning, match="Broken") as caught:
+        first = engine.step()
     if answer == "raise":
-        assert isinstance(err.value.__cause__, RuntimeError)
-    # The step ran with arrival order; its output comes with the next step.
-    engine.set_optimizer("Broken", enabled=False)
-    outputs = run_to_completion(engine)
-    assert outputs[0].outputs[0].token_ids and not outputs[0].finished  # the failed step's output
-    assert outputs[-1].finished and len(outputs[-1].outputs[0].token_ids) == 3
+        assert "RuntimeError: policy bug" in str(caught[0].message)
+    assert first and first[0].request_id == "a"  # the baseline's arrival order ran the step
+    engine.step()  # the engine disables a faulty optimizer between steps
+    listed = {o["name"]: o for o in engine.get_optimizers()}
+    assert listed["Broken"]["enabled"] is False
+    assert listed["Broken"]["fallback"]["reason"] == "error"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # disabled: no more calls, no more warnings
+        outputs = run_to_completion(engine)
+    finished = [o for o in outputs if o.finished]
+    assert [o.request_id for o in finished] == ["a", "b"]
+    assert all(len(o.outputs[0].token_ids) == 3 for o in finished)
+    assert engine.get_stats()["kv_used_blocks"] == 0
+
+    engine.set_optimizer("Broken", enabled=True)  # the user turns it back on
+    assert {o["name"]: o for o in engine.get_optimizers()}["Broken"]["enabled"] is True
+
+
+class SeesEveryField(QueuePolicy):
+    """Records the view's fields the hand-written mirror used to leave out."""
+
+    def __init__(self):
+        self.views = []
+
+    def order_waiting(self, view):
+        self.views.append(view)
+        return list(range(len(view.waiting)))
+
+
+def test_python_policies_see_the_cpp_views_fields(model):
+    policy = SeesEveryField()
+    engine = create_optimized_engine(small_args(model, max_num_seqs=1), optimizers=[policy])
+    engine.add_request("a", "Hello there, how are you", PARAMS)
+    engine.add_request("b", "Hello", PARAMS)
+    run_to_completion(engine)
+    last = next(v for v in policy.views if len(v.running))  # "b" waits while "a" runs
+    assert [r.request_id for r in last.running] == ["a"] and [r.request_id for r in last.waiting] == ["b"]
+    running = last.running[0]
+    assert running.num_blocks >= 1 and running.num_full_blocks <= running.num_blocks
+    assert running.num_kv_bytes > 0  # the KV its computed tokens hold
+    assert last.mean_step_ns > 0 and last.prefill_ns_per_token >= 0
+    assert last.knobs == PolicyKnobs() and last.knobs.batch_max_wait_ms is None
+    assert not last.knobs.kv_quota.active()
+    assert last.kv.block_size > 0 and 0 <= last.kv.used <= 1 and last.kv.default_precision is not None
+    # Views are copies: they stay readable after the call.
+    assert policy.views[0].waiting[0].request_id == "a"
+
+
+def test_scheduler_view_can_be_built_in_python():
+    view = SchedulerView()
+    view.now_ns = 100
+    view.set_queues([("w", 1, 0, 2, 50, 10, 0, 0, 16, 0, 0, 0, 0, -1, False)],
+                    [("r", 0, 0, 1, 10, 8, 3, 11, 16, 1, 1, 0, 4096, 20, True)])
+    assert view.waiting[0].request_id == "w" and view.waiting[0].priority == 2
+    assert view.running[0].num_kv_bytes == 4096 and view.running[0].scheduled_this_step
+    with pytest.raises(ValueError, match="waiting\\[0\\]"):
+        view.set_queues([("w", 1)], [])
 
 
 def test_python_policy_name_must_be_new(model):

@@ -1,0 +1,62 @@
+// The C++ policy views (optim/api/views.h) as Python classes: the same structs, bound field by
+// field, so a policy written in Python reads exactly what a C++ policy reads.
+//
+// optim::SchedulerView refers to its requests through spans and each request to its id through a
+// string_view; OwnedSchedulerView is that view plus the storage those point into, so Python may
+// keep it after the call, and Python code (the vLLM plugin, tests) may build one.
+#pragma once
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+
+#include "optim/api/views.h"
+
+// A SchedulerView's queues are bound lists (RequestViewList) whose items refer into the view, not
+// copies made by the STL caster.
+NB_MAKE_OPAQUE(std::vector<optimate::optim::RequestView>)
+
+namespace optimate::python {
+
+namespace nb = nanobind;
+
+// One request row as Python hands it to OwnedSchedulerView (every field of optim::RequestView
+// but the id, which the view stores).
+struct RequestRow {
+  std::string request_id;
+  optim::RequestView fields;
+};
+
+class OwnedSchedulerView : public optim::SchedulerView {
+ public:
+  OwnedSchedulerView() { point_spans(); }
+  // A copy of `view` and of every request and id it refers to.
+  explicit OwnedSchedulerView(const optim::SchedulerView& view);
+  OwnedSchedulerView(const OwnedSchedulerView&) = delete;
+  OwnedSchedulerView& operator=(const OwnedSchedulerView&) = delete;
+
+  // Replaces the queues (their ids are copied into the view's storage).
+  void set_queues(const std::vector<RequestRow>& waiting, const std::vector<RequestRow>& running);
+  // The view with its spans on the queues as they are now (Python may have changed the lists).
+  const optim::SchedulerView& refreshed() {
+    point_spans();
+    return *this;
+  }
+
+  std::vector<optim::RequestView> waiting_items;
+  std::vector<optim::RequestView> running_items;
+
+ private:
+  std::vector<optim::RequestView> copy_requests(std::span<const optim::RequestView> from);
+  void point_spans();
+
+  std::deque<std::string> ids_;  // a deque: appending never moves the ids views point into
+};
+
+// RequestView, KvView, KvQuota, PolicyKnobs, SchedulerView, ClassMetrics, WindowMetrics,
+// MetricsView, KvPrecision and BatchDecision.
+void bind_policy_views(nb::module_& m);
+
+}  // namespace optimate::python
