@@ -43,16 +43,33 @@ FallbackReason parse_reason(const std::string& text) {
   fail(ErrorCode::kInvalidArgument, "unknown fallback reason '{}'", text);
 }
 
-// The families of `text` whose names start with "optimate:" (the registry also holds the vllm:*
-// series ServingMetrics defines, which vLLM exports itself).
-std::string optimate_families(const std::string& text) {
+// The optimate:* families that mean something for another engine's scheduler. The registry also
+// holds the vllm:* series ServingMetrics defines (vLLM exports its own) and Optimate's KV-tier
+// series, which such an engine does not have.
+constexpr std::string_view kExported[] = {
+    "optimate:num_requests_waiting_by_priority", "optimate:request_queue_time_by_priority_seconds",
+    "optimate:batch_size", "optimate:kv_cache_used_blocks", "optimate:kv_cache_total_blocks",
+    "optimate:optimizer_counter", "optimate:optimizer_events", "optimate:optimizer_seconds",
+    "optimate:optimizer_fallbacks", "optimate:config_version"};
+
+bool exported(std::string_view name) {
+  for (std::string_view suffix : {"_bucket", "_count", "_sum", "_total"})
+    if (name.ends_with(suffix)) {
+      std::string_view stem = name.substr(0, name.size() - suffix.size());
+      if (std::find(std::begin(kExported), std::end(kExported), stem) != std::end(kExported)) return true;
+    }
+  return std::find(std::begin(kExported), std::end(kExported), name) != std::end(kExported);
+}
+
+std::string exported_families(const std::string& text) {
   std::istringstream in(text);
   std::string out;
   std::string line;
   while (std::getline(in, line)) {
     std::string_view name = line;
     if (name.starts_with("# HELP ") || name.starts_with("# TYPE ")) name.remove_prefix(7);
-    if (!name.starts_with("optimate:")) continue;
+    name = name.substr(0, name.find_first_of("{ "));
+    if (!exported(name)) continue;
     out += line;
     out += '\n';
   }
@@ -267,7 +284,7 @@ std::string OptimizerHost::metrics_text() {
   serving_->set_scheduler_state(s);
   optimizer_metrics_->set_seconds(optimizers_->seconds());
   optimizer_metrics_->set_fallbacks(optimizers_->fallback_counts());
-  return optimate_families(registry_.render());
+  return exported_families(registry_.render());
 }
 
 }  // namespace optimate::python

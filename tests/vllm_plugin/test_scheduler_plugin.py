@@ -183,6 +183,7 @@ def test_metrics_are_the_engines_own_series(make, driver):
     assert 'priority="low"} 1.0' in text
     assert "optimate:batch_size_bucket" in text and "optimate:optimizer_seconds_total" in text
     assert "vllm:" not in text  # vLLM exports its own
+    assert "optimate:host_kv_swap" not in text and "optimate:kv_cache_capacity_tokens" not in text  # no such tiers
     d.run()
     assert "optimate:request_queue_time_by_priority_seconds_count" in scheduler.optimate_call("metrics")
 
