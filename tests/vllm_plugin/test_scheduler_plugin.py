@@ -193,3 +193,51 @@ def test_async_scheduling_keeps_vllms_async_scheduler(make, driver):
 
     scheduler = make(PRIORITY, async_scheduling=True)
     assert isinstance(scheduler, AsyncScheduler)
+
+
+def test_predictive_holds_new_requests_within_its_max_wait(make, driver, clock):
+    """At 200 arrivals a second, with nothing running, the batch policy holds a new request for
+    a fuller batch and admits it once it has waited max_wait_ms (vLLM alone admits it at once)."""
+    config = {"optimizers": {"predictive": {"max_wait_ms": 100, "require_gain": False}}}
+    scheduler = make(config, max_num_seqs=64)
+    d = driver(scheduler, step_ms=1)
+    for i in range(20):
+        d.add(request(f"w{i}", max_tokens=1))
+        clock.advance_ms(5)
+    d.run()
+    d.add(request("a"))
+    d.step()
+    assert "a" not in d.admitted
+    clock.advance_ms(60)
+    d.add(request("b"))
+    d.step()
+    assert "a" not in d.admitted and "b" not in d.admitted
+    clock.advance_ms(50)  # "a" has waited over 100 ms
+    d.step()
+    assert d.admitted[-2:] == ["a", "b"]  # one fuller batch
+    d.run()
+    d.assert_all_returned(64)
+    counters = {s["name"]: s for s in scheduler.optimate_call("list")}["predictive"]["counters"]
+    assert counters["waits"] == 1 and counters["launches_at_deadline"] == 1
+
+
+def test_the_adaptive_controller_moves_vllms_limits_within_what_it_was_started_with(make, driver, clock):
+    config = {"optimizers": {"priority": {}, "adaptive": {"ttft_p99_ms": 1, "tpot_p99_ms": 1000,
+                                                           "interval_ms": 20, "window_ms": 200}}}
+    scheduler = make(config, max_num_seqs=4)
+    d = driver(scheduler, step_ms=25)
+    seen = set()
+    for i in range(30):
+        d.add(request(f"r{i}", priority=i % 2, max_tokens=3))
+        d.step()
+        seen.add(scheduler.max_num_running_reqs)
+    d.run()
+    d.assert_all_returned(64)
+    assert seen <= set(range(1, 5))  # never past the configured 4
+    adaptive = {s["name"]: s for s in scheduler.optimate_call("list")}["adaptive"]
+    assert adaptive["enabled"] and adaptive["counters"]["ticks"] > 0
+    scheduler.optimate_call("update", {"name": "adaptive", "enabled": False})
+    d.add(request("last"))
+    d.step()
+    assert scheduler.max_num_running_reqs == 4  # back to the configuration without the controller
+    d.run()

@@ -17,7 +17,7 @@ class StepStats:
         self.last_step_ns = 0
         self.mean_step_ns = 0.0
         self._requests: dict[str, list] = {}  # id -> [client priority, arrival_ns, first admitted ns or -1]
-        self._scheduled_ns: dict[int, int] = {}  # id(scheduler output) -> when it was planned
+        self._planned: dict[int, tuple] = {}  # id(scheduler output) -> (when planned, prompt tokens)
         self._last_update_ns = 0
 
     def on_arrival(self, request, now_ns: int) -> None:
@@ -44,14 +44,14 @@ class StepStats:
             if r is not None and r.num_computed_tokens < r.num_prompt_tokens:
                 prompt_tokens += min(num, r.num_prompt_tokens - r.num_computed_tokens)
         if output.total_num_scheduled_tokens > 0:
-            self._scheduled_ns[id(output)] = now_ns
+            self._planned[id(output)] = (now_ns, prompt_tokens)
             self.counts["steps"] += 1
             self.counts["prompt_tokens"] += prompt_tokens
             self.counts["last_step_tokens"] = output.total_num_scheduled_tokens
             self.host.record_step(len(output.num_scheduled_tokens))
 
     def on_update(self, scheduler_output, outputs: dict, now_ns: int) -> None:
-        planned = self._scheduled_ns.pop(id(scheduler_output), None)
+        planned = self._planned.pop(id(scheduler_output), None)
         generated = 0
         for eco in outputs.values():
             for o in eco.outputs:
@@ -64,14 +64,15 @@ class StepStats:
         self.counts["generated_tokens"] += generated
         if planned is None:
             return
+        planned_ns, prompt_tokens = planned
         # With asynchronous scheduling the next step is planned before this one's output
         # arrives: a step's time is from the later of its plan and the previous output.
-        step_ns = max(now_ns - max(planned, self._last_update_ns), 0)
+        step_ns = max(now_ns - max(planned_ns, self._last_update_ns), 0)
         self._last_update_ns = now_ns
         self.last_step_ns = step_ns
         self.mean_step_ns = step_ns if self.mean_step_ns == 0 else (
             self.alpha * step_ns + (1 - self.alpha) * self.mean_step_ns)
-        self.host.on_step(now_ns, step_ns, 0, generated)
+        self.host.on_step(now_ns, step_ns, prompt_tokens, generated)
 
     def on_finished(self, request_id: str, now_ns: int) -> None:
         """A request that vLLM ended outside a step (an abort)."""
