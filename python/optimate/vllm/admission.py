@@ -87,17 +87,19 @@ class Admission:
             return AdmissionPlan(vllm_order(waiting), [], [])
         if not waiting:
             return AdmissionPlan([], [], [])
-        indices = self.host.order_waiting(self.view(waiting, capacity.free_blocks, capacity.token_budget))
+        view = self.view(waiting, capacity.free_blocks, capacity.token_budget)
+        indices = self.host.order_waiting(view)
         order = [waiting[i] for i in indices]
         chosen = {id(r) for r in order}
         set_aside = [r for r in waiting if id(r) not in chosen]
-        victims = self._preempt_for_blocked(order, waiting, running, capacity)
+        victims = self._preempt_for_blocked(order, waiting, running, capacity, view)
         return AdmissionPlan(order, set_aside, victims)
 
-    def _preempt_for_blocked(self, order: list, waiting: list, running: list, capacity: Capacity) -> list:
+    def _preempt_for_blocked(self, order: list, waiting: list, running: list, capacity: Capacity, view) -> list:
         """Walks the order as vLLM will admit it; where a request does not fit, asks the queue
         policy for a victim until it fits or the policy declines, and stops there (vLLM admits
-        nothing past a request that does not fit)."""
+        nothing past a request that does not fit). `view` is the order's view, still current
+        until something changes."""
         victims = []
         slots, free, budget = capacity.free_slots, capacity.free_blocks, capacity.token_budget
         for request in order:
@@ -107,7 +109,13 @@ class Admission:
             while slots <= 0 or need > free:
                 blocked_on = "max_num_seqs" if slots <= 0 else "kv_blocks"
                 index = next(i for i, r in enumerate(waiting) if r is request)
-                choice = self.host.preempt_for(self.view(waiting, free, budget), index, blocked_on)
+                if view is None:
+                    view = self.view(waiting, free, budget)
+                else:
+                    view.kv.num_free_blocks = max(free, 0)
+                    view.token_budget_left = max(budget, 0)
+                choice = self.host.preempt_for(view, index, blocked_on)
+                view = None  # a preemption changes the queues; an answer of None ends the walk
                 if choice is None:
                     return victims
                 victim = running[choice]

@@ -28,15 +28,18 @@ class StepStats:
 
     def on_preempted(self, request) -> None:
         self.views.admitted_ns.pop(request.request_id, None)
+        self.views.invalidate(request.request_id)
 
     def on_schedule(self, output, requests: dict, now_ns: int) -> None:
         for rid in output.preempted_req_ids or ():
             self.views.admitted_ns.pop(rid, None)
+            self.views.invalidate(rid)
         self.counts["preemptions"] += len(output.preempted_req_ids or ())
         prompt_tokens = 0
         for rid, num in output.num_scheduled_tokens.items():
             if rid not in self.views.admitted_ns:
                 self.views.admitted_ns[rid] = now_ns
+                self.views.invalidate(rid)
             info = self._requests.get(rid)
             if info is not None and info[2] < 0:
                 info[2] = now_ns

@@ -31,6 +31,9 @@ class ViewBuilder:
         self._seq_ids: dict[str, int] = {}
         self._next_seq_id = 0
         self.admitted_ns: dict[str, int] = {}
+        # A waiting request's row changes only when it is admitted or preempted (invalidate()):
+        # a long queue is not rebuilt every step.
+        self._waiting_rows: dict[str, tuple] = {}
 
     def seq_id(self, request_id: str) -> int:
         seq = self._seq_ids.get(request_id)
@@ -42,6 +45,16 @@ class ViewBuilder:
     def forget(self, request_id: str) -> None:
         self._seq_ids.pop(request_id, None)
         self.admitted_ns.pop(request_id, None)
+        self._waiting_rows.pop(request_id, None)
+
+    def invalidate(self, request_id: str) -> None:
+        self._waiting_rows.pop(request_id, None)
+
+    def waiting_row(self, request: Request) -> tuple:
+        row = self._waiting_rows.get(request.request_id)
+        if row is None:
+            row = self._waiting_rows[request.request_id] = self.row(request)
+        return row
 
     def num_blocks(self, request: Request) -> int:
         """Blocks a running request holds: its computed tokens and the lookahead slots vLLM
@@ -63,7 +76,7 @@ class ViewBuilder:
                        mean_step_ns: float) -> _core.SchedulerView:
         view = _core.SchedulerView()
         view.now_ns = self.clock_ns()
-        view.set_queues([self.row(r) for r in waiting], [self.row(r) for r in running])
+        view.set_queues([self.waiting_row(r) for r in waiting], [self.row(r) for r in running])
         kv = _core.KvView()
         kv.num_blocks = num_blocks
         kv.num_free_blocks = num_free_blocks
