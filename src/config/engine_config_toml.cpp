@@ -1,4 +1,6 @@
 // TOML reading of EngineConfig; the only file that includes toml++.
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -79,6 +81,18 @@ OptimizerSpec read_optimizer_table(const std::string& name, const toml::table& t
   return spec;
 }
 
+// Anything but blank lines and comments.
+bool has_toml_content(std::string_view text) {
+  while (!text.empty()) {
+    const size_t eol = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, eol);
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first != std::string_view::npos && line[first] != '#') return true;
+    text.remove_prefix(std::min(eol + 1, text.size()));
+  }
+  return false;
+}
+
 }  // namespace
 
 EngineConfig parse_engine_config_toml(std::string_view text, const std::string& source,
@@ -119,10 +133,18 @@ EngineConfig parse_engine_config_toml(std::string_view text, const std::string& 
 }
 
 EngineConfig load_engine_config_file(const std::string& path, EngineConfig base) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail(ErrorCode::kInvalidFile, "config file {} is a directory", path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCode::kNotFound, "cannot open config file {}", path);
   std::ostringstream text;
   text << in.rdbuf();
+  // An empty file is a file caught mid-write or truncated by mistake far more often than a
+  // wish for every default: it is refused like any broken file.
+  if (!has_toml_content(text.str()))
+    fail(ErrorCode::kInvalidFile, "config file {} is empty (write an empty [engine] table to mean the defaults)",
+         path);
   return parse_engine_config_toml(text.str(), path, std::move(base));
 }
 

@@ -7,6 +7,8 @@
 
 #include "config/config_diff.h"
 #include "config/config_watcher.h"
+#include "config/engine_config.h"
+#include "core/error.h"
 
 namespace optimate {
 namespace {
@@ -63,6 +65,31 @@ TEST(ConfigWatcher, ReportsEachChangeOfContentOnce) {
   EXPECT_FALSE(w.changed());
   write("[engine]\nmax_num_seqs = 16\n");
   EXPECT_FALSE(w.changed());
+}
+
+// What load_engine_config_file throws for `path` ("" when it loads).
+std::string load_error(const std::string& path) {
+  try {
+    load_engine_config_file(path);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(ConfigFile, AnEmptyFileOrADirectoryIsRefusedNotReadAsDefaults) {
+  const std::string dir = ::testing::TempDir() + "/config-refusals";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir + "/engine.toml");  // a directory where the file was
+  EXPECT_NE(load_error(dir + "/engine.toml").find("is a directory"), std::string::npos);
+  for (const char* text : {"", "\n  \n", "# all commented out\n# max_num_seqs = 4\n"}) {
+    std::ofstream(dir + "/empty.toml", std::ios::trunc) << text;
+    EXPECT_NE(load_error(dir + "/empty.toml").find("is empty"), std::string::npos) << '"' << text << '"';
+  }
+  // An empty [engine] table says "the defaults" on purpose.
+  std::ofstream(dir + "/defaults.toml", std::ios::trunc) << "[engine]\n";
+  EXPECT_EQ(load_error(dir + "/defaults.toml"), "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
