@@ -6,8 +6,9 @@
 // with finish_reason "abort", then [DONE]) before the process exits 0. A second signal skips
 // the wait. SIGHUP, or a change of the --config file's content (polled every second), reloads
 // the configuration between steps (engine/engine.h apply_config). The signals are blocked in
-// every thread and taken synchronously by the main thread, so no handler runs inside the
-// engine or the network code.
+// every thread (those the libraries start before main() too: apps/main.cpp) and taken
+// synchronously by the main thread alone, so no handler runs inside the engine or the network
+// code and a signal that arrives during a reload waits for it to end.
 #include <signal.h>
 
 #include <chrono>
@@ -59,15 +60,6 @@ struct ServeOptions {
   std::string cost_profile;  // a profile of this backend: the throughput guard's estimate
 };
 
-sigset_t handled_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  return set;
-}
-
 // The signal that arrived within `timeout_ms`, or 0.
 int wait_for_signal(const sigset_t& set, int64_t timeout_ms) {
   timespec ts{static_cast<time_t>(timeout_ms / 1000), static_cast<long>(timeout_ms % 1000) * 1'000'000};
@@ -111,6 +103,10 @@ void abort_the_rest(server::HttpServer& http, server::EngineBackend& backend) {
 }
 
 void run_serve(ServeOptions& o) {
+  // Blocked before any thread starts, so every thread inherits the mask.
+  const sigset_t signals = process_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
   const EngineConfig config = resolve_engine_config(o.engine);
   if (o.engine.print_config) {
     std::fputs(config.to_toml().c_str(), stdout);
@@ -122,10 +118,6 @@ void run_serve(ServeOptions& o) {
     fail(ErrorCode::kInvalidArgument, "--http-read-timeout must be positive, got {}", o.read_timeout_s);
   if (o.http_threads < 1)
     fail(ErrorCode::kInvalidArgument, "--http-threads must be at least 1, got {}", o.http_threads);
-
-  // Blocked before any thread starts, so every thread inherits the mask.
-  const sigset_t signals = handled_signals();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string served_name = o.served_model_name.empty()
                                       ? std::filesystem::path(config.model).filename().string()

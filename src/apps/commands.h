@@ -1,9 +1,15 @@
 // Subcommands of the `optimate` binary; each file registers one.
 #pragma once
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 
 namespace optimate::apps {
+
+// SIGTERM, SIGINT and SIGHUP: blocked in every thread from before main() (main.cpp); `serve`
+// takes them in one place.
+sigset_t process_signals();
 
 void add_generate_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);

@@ -1,4 +1,6 @@
 // optimate: one binary, one subcommand per job (generate, tokenize, serve, bench, ...).
+#include <signal.h>
+
 #include <cstdio>
 #include <string>
 
@@ -8,7 +10,43 @@
 #include "core/error.h"
 #include "core/logging.h"
 
+namespace optimate::apps {
+
+sigset_t process_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+}  // namespace optimate::apps
+
+namespace {
+
+// A thread starts with its creator's signal mask, and a process signal goes to any thread that
+// does not block it: a thread with the default action for SIGHUP ends the process. OpenBLAS
+// starts its threads in a shared-library constructor, before main(), so the signals are
+// blocked from the executable's preinit array, which the loader runs before any library's
+// constructors: every thread starts with them blocked. main() unblocks them in its own thread
+// only (Ctrl-C ends `generate` and `bench` as usual); `serve` blocks them again before it
+// starts a thread and takes them in one place (apps/cmd_serve.cpp).
+void block_process_signals(int, char**, char**) {
+  const sigset_t set = optimate::apps::process_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+__attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsFirst)(int, char**, char**) =
+    block_process_signals;
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  {
+    const sigset_t set = optimate::apps::process_signals();
+    pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
   CLI::App app{"Optimate: an LLM serving engine with pluggable optimizers"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("optimate ") + OPTIMATE_VERSION);
