@@ -4,6 +4,7 @@
 // feeds it every token drawn; structured/ builds them (the sampler only sees the mask).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -29,6 +30,8 @@ class TokenConstraint {
   virtual std::unique_ptr<TokenMatcher> new_matcher() const = 0;
   // What the constraint is, for logs and errors ("json_schema", "regex", ...).
   virtual std::string describe() const = 0;
+  // Memory the compiled constraint holds (what a cache of them counts); 0 when unknown.
+  virtual size_t memory_bytes() const { return 0; }
 };
 
 // Words of a token mask over `vocab_size` ids.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <exception>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
+#include "structured/grammar_limits.h"
 
 #if OPTIMATE_HAVE_XGRAMMAR
 #include <xgrammar/xgrammar.h>
@@ -17,6 +19,24 @@ namespace {
 
 // Cache of compiled grammars (their token-mask tables dominate): beyond it the oldest go.
 constexpr int64_t kCacheBytes = int64_t{256} << 20;
+
+// The longest reason from the grammar engine a client gets back.
+constexpr size_t kMaxReasonBytes = 500;
+
+// xgrammar's message without its "[HH:MM:SS] /source/file.cc:123: " prefix (a source path
+// of this machine), and cut: its messages may quote the whole grammar.
+std::string engine_reason(std::string_view what) {
+  if (what.starts_with("[")) {
+    const size_t source = what.find("] ");
+    const size_t colon = source == std::string_view::npos ? source : what.find(": ", source);
+    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  }
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.remove_suffix(1);
+  if (what.size() <= kMaxReasonBytes) return std::string(what);
+  size_t cut = kMaxReasonBytes;
+  while (cut > 0 && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8
+  return std::string(what.substr(0, cut)) + "...";
+}
 
 class XgrammarMatcher final : public TokenMatcher {
  public:
@@ -56,6 +76,7 @@ class XgrammarConstraint final : public TokenConstraint {
     return std::make_unique<XgrammarMatcher>(grammar_, vocab_size_);
   }
   std::string describe() const override { return grammar_kind_name(kind_); }
+  size_t memory_bytes() const override { return grammar_.MemorySizeBytes(); }
 
  private:
   xgrammar::CompiledGrammar grammar_;
@@ -131,13 +152,14 @@ bool GrammarCompiler::available() { return true; }
 std::shared_ptr<const TokenConstraint> GrammarCompiler::compile(const GrammarSpec& spec) const {
   if (spec.kind == GrammarKind::kChoice && spec.choices.empty())
     fail(ErrorCode::kInvalidArgument, "{}: the list of choices is empty", spec.field);
+  check_grammar_limits(spec);
   try {
     return std::make_shared<XgrammarConstraint>(impl_->compile(spec), impl_->vocab_size, spec.kind);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     fail(ErrorCode::kInvalidArgument, "{}: the {} cannot be compiled: {}", spec.field, grammar_kind_name(spec.kind),
-         e.what());
+         engine_reason(e.what()));
   }
 }
 

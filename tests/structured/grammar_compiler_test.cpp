@@ -156,6 +156,42 @@ TEST_F(GrammarDecoding, EbnfAndLarkGrammars) {
   }
 }
 
+TEST_F(GrammarDecoding, PatternPropertiesAndFormatsAreEnforced) {
+  // Every key must match ^x_[0-9]$ with an integer value; the date must be a date.
+  const char* schema = R"({"type": "object", "properties": {"when": {"type": "string", "format": "date"}},
+    "required": ["when"], "patternProperties": {"^x_[0-9]$": {"type": "integer"}}, "additionalProperties": false})";
+  auto constraint = compiler_->compile({GrammarKind::kJsonSchema, schema, {}, true, "response_format"});
+  const std::regex key(R"(x_[0-9])"), date(R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))");
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const std::string text = decode(*constraint, seed, 256, {"x_", "\"", "}", "1"});
+    const nlohmann::json v = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << text;
+    ASSERT_TRUE(v.contains("when") && v["when"].is_string()) << text;
+    EXPECT_TRUE(std::regex_match(v["when"].get<std::string>(), date)) << text;
+    for (const auto& [k, value] : v.items()) {
+      if (k == "when") continue;
+      EXPECT_TRUE(std::regex_match(k, key)) << "key " << k << " in " << text;
+      EXPECT_TRUE(value.is_number_integer()) << text;
+    }
+  }
+}
+
+TEST_F(GrammarDecoding, EngineErrorsComeBackShortAndWithoutSourcePaths) {
+  // A grammar of 24 KB the engine cannot parse (its message may quote all of it).
+  std::string big = "root ::= ";
+  for (int i = 0; i < 6000; ++i) big += "\"a\" ";
+  big += "| ( ";  // unbalanced at the very end
+  try {
+    compiler_->compile({GrammarKind::kEbnf, big, {}, true, "guided_grammar"});
+    FAIL() << "compiled";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 700u) << message.substr(0, 1000);
+    EXPECT_EQ(message.find(".cc:"), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("guided_grammar: ", 0), 0u) << message;
+  }
+}
+
 TEST_F(GrammarDecoding, BadGrammarsNameTheirField) {
   auto message = [&](GrammarSpec spec) -> std::string {
     try {
