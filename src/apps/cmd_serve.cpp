@@ -58,6 +58,8 @@ struct ServeOptions {
   bool access_log = false;
   std::string get_load_format = "vllm";
   std::string cost_profile;  // a profile of this backend: the throughput guard's estimate
+  int grammar_threads = 2;
+  double grammar_timeout_s = 10.0;
 };
 
 // The signal that arrived within `timeout_ms`, or 0.
@@ -118,6 +120,10 @@ void run_serve(ServeOptions& o) {
     fail(ErrorCode::kInvalidArgument, "--http-read-timeout must be positive, got {}", o.read_timeout_s);
   if (o.http_threads < 1)
     fail(ErrorCode::kInvalidArgument, "--http-threads must be at least 1, got {}", o.http_threads);
+  if (o.grammar_threads < 1)
+    fail(ErrorCode::kInvalidArgument, "--grammar-compile-threads must be at least 1, got {}", o.grammar_threads);
+  if (!(o.grammar_timeout_s > 0))
+    fail(ErrorCode::kInvalidArgument, "--grammar-compile-timeout must be positive, got {}", o.grammar_timeout_s);
 
   const std::string served_name = o.served_model_name.empty()
                                       ? std::filesystem::path(config.model).filename().string()
@@ -140,6 +146,8 @@ void run_serve(ServeOptions& o) {
   api_options.version = OPTIMATE_VERSION;
   api_options.load_format =
       o.get_load_format == "sglang" ? server::LoadFormat::kSglang : server::LoadFormat::kVllm;
+  api_options.grammar.num_threads = o.grammar_threads;
+  api_options.grammar.timeout_s = o.grammar_timeout_s;
   server::ServingApi api(backend, registry, metrics, clock, api_options);
   api.add_routes(router);
 
@@ -215,6 +223,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--get-load-format", o->get_load_format,
                   "GET /get_load answers as vllm-router (vllm) or sglang-router (sglang) reads it")
       ->check(CLI::IsMember({"vllm", "sglang"}))
+      ->capture_default_str();
+  cmd->add_option("--grammar-compile-threads", o->grammar_threads,
+                  "threads compiling structured outputs' grammars (off the network threads)")
+      ->capture_default_str();
+  cmd->add_option("--grammar-compile-timeout", o->grammar_timeout_s,
+                  "seconds a request waits for its grammar to compile, then 400 (the compile goes on and is cached)")
       ->capture_default_str();
   cmd->add_option("--cost-profile", o->cost_profile,
                   "cost profile of this backend (optimate bench --calibrate): an optimizer whose steps run "

@@ -180,7 +180,13 @@ ServingMetrics::ServingMetrics(Registry& r, std::string model_name, int64_t max_
                                   with(with(kModel, "optimizer"), "event"))),
       rejected_requests_(r.counter("optimate:rejected_requests",
                                    "Requests refused before reaching the engine, by reason.",
-                                   with(kModel, "reason"))) {
+                                   with(kModel, "reason"))),
+      grammar_compiles_waiting_(r.gauge("optimate:grammar_compiles_waiting",
+                                        "Structured outputs' grammars waiting for a compile thread.", kModel)
+                                    .labels(model_label())),
+      grammar_compiles_running_(r.gauge("optimate:grammar_compiles_running",
+                                        "Structured outputs' grammars being compiled.", kModel)
+                                    .labels(model_label())) {
   // Export every finish reason from the start so rate() works before the first abort.
   for (const char* reason : {"stop", "length", "abort"}) request_success_.labels({model_name_, reason});
 }
@@ -264,6 +270,11 @@ void ServingMetrics::record_finished(const FinishedRequestStats& r) {
   request_generation_tokens_.observe(static_cast<double>(r.num_generation_tokens));
   request_params_n_.observe(static_cast<double>(r.n));
   request_params_max_tokens_.observe(static_cast<double>(r.max_tokens));
+}
+
+void ServingMetrics::set_grammar_compiles(int64_t waiting, int64_t running) {
+  grammar_compiles_waiting_.set(static_cast<double>(waiting));
+  grammar_compiles_running_.set(static_cast<double>(running));
 }
 
 void ServingMetrics::record_rejected(const std::string& reason) {

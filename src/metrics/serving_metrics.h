@@ -97,6 +97,8 @@ class ServingMetrics {
   void record_optimizer_event(const std::string& optimizer, const std::string& event);
   void record_kv_requantized(const std::string& from_precision, const std::string& to_precision,
                              int64_t num_blocks);
+  // Structured outputs' grammars waiting for a compile thread, and compiling now.
+  void set_grammar_compiles(int64_t waiting, int64_t running);
 
  private:
   std::vector<std::string> model_label() const { return {model_name_}; }
@@ -149,6 +151,8 @@ class ServingMetrics {
   Gauge& host_prefix_total_blocks_;
   Family<Counter>& optimizer_events_;
   Family<Counter>& rejected_requests_;
+  Gauge& grammar_compiles_waiting_;
+  Gauge& grammar_compiles_running_;
 
   PriorityLabels priority_labels_;
   std::mutex seen_mutex_;

@@ -7,7 +7,11 @@ SchedulerSnapshot Scheduler::snapshot() const {
   SchedulerSnapshot out;
   out.num_running = num_running();
   out.num_waiting = num_waiting();
-  for (SeqId seq : waiting_) ++out.num_waiting_by_priority[requests_.at(seq)->priority];
+  for (SeqId seq : waiting_) {
+    const Request& r = *requests_.at(seq);
+    ++out.num_waiting_by_priority[r.priority];
+    out.num_waiting_tokens += r.num_tokens();
+  }
   out.kv_total_blocks = pool.num_blocks();
   out.kv_used_blocks = pool.num_blocks() - pool.num_free_blocks();
   out.kv_usage = pool.usage();

@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -44,7 +45,11 @@ template <typename... Args>
 // vLLM's error type name for an HTTP status.
 const char* error_type_for_status(int status);
 
-// The JSON body for an error response.
+// The JSON body for an error response; a message past 1,000 bytes is cut short.
 std::string error_body(int status, const std::string& message, const std::string& param = {});
+
+// `text` with every absolute path ("/a/b/c") reduced to its last component ("c"): what an
+// error from below the server says goes out without this machine's file layout.
+std::string without_absolute_paths(std::string_view text);
 
 }  // namespace optimate::server

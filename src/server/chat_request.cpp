@@ -1,5 +1,6 @@
 // POST /v1/chat/completions bodies.
 #include "server/api_error.h"
+#include "server/client_json.h"
 #include "server/openai_request.h"
 
 namespace optimate::server {
@@ -38,9 +39,16 @@ std::vector<ChatToolCall> message_tool_calls(const Json& calls, size_t index) {
     if (!name) bad_request("messages", "messages[{}].tool_calls[].function.name is required", index);
     ChatToolCall c{*name, Json::object()};
     if (auto args = function->find("arguments"); args != function->end() && !args->is_null()) {
-      c.arguments = args->is_string() ? Json::parse(args->get<std::string>(), nullptr, false) : *args;
-      if (c.arguments.is_discarded())
-        bad_request("messages", "messages[{}].tool_calls[].function.arguments must be JSON", index);
+      if (!args->is_string()) {
+        c.arguments = *args;
+      } else {
+        ClientJsonError error;
+        auto parsed = try_parse_client_json(args->get_ref<const std::string&>(), &error);
+        if (!parsed)
+          bad_request("messages", "messages[{}].tool_calls[].function.arguments must be JSON: {}", index,
+                      error.message);
+        c.arguments = std::move(*parsed);
+      }
     }
     out.push_back(std::move(c));
   }
@@ -54,7 +62,8 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
   r.add_special_tokens = false;  // the chat template already places BOS where the model wants it
   parse_generation_fields(body, r, vocab_size);
   r.max_tokens = get_int(body, "max_completion_tokens");
-  if (!r.max_tokens) r.max_tokens = get_int(body, "max_tokens");
+  if (r.max_tokens) r.max_tokens_field = "max_completion_tokens";
+  else r.max_tokens = get_int(body, "max_tokens");
 
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty())
@@ -90,6 +99,7 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
   auto top = get_int(body, "top_logprobs");
   if (top && !r.logprobs) bad_request("top_logprobs", "top_logprobs requires logprobs=true");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
+  if (top) r.logprobs_field = "top_logprobs";
   // echo in chat repeats the last message; the prompt's logprobs come only with prompt_logprobs.
   validate_sampling(r);
   return r;

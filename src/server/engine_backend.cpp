@@ -29,7 +29,7 @@ Json option_json(const OptionValue& v) {
 
 OptionValue option_value(const std::string& key, const Json& v) {
   if (v.is_boolean()) return v.get<bool>();
-  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_integer()) return as_int(v, "options." + key);
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) return v.get<std::string>();
   bad_request("options." + key, "option '{}' must be a boolean, number or string", key);
@@ -57,6 +57,9 @@ struct EngineBackend::Live {
   OutputSink sink;
   std::shared_ptr<const Tokenizer> tokenizer;
   std::atomic<int64_t>* num_live = nullptr;
+  // The prompt tokens of sequences that have produced nothing yet (GET /get_load).
+  std::atomic<int64_t>* unscheduled_tokens = nullptr;
+  std::vector<bool> seen;      // per sequence: it has produced an output; engine thread only
   int64_t num_unfinished = 0;  // engine thread only
   int64_t num_prompt_tokens = 0;
   int32_t first_prompt_token = 0;
@@ -76,7 +79,15 @@ struct EngineBackend::Live {
     return e;
   }
 
+  // The sequence's prompt leaves the unscheduled count at its first output (or its end).
+  void mark_seen(int64_t index) {
+    if (index < 0 || index >= static_cast<int64_t>(seen.size()) || seen[index]) return;
+    seen[index] = true;
+    unscheduled_tokens->fetch_sub(num_prompt_tokens);
+  }
+
   void on_output(RequestOutput out) {
+    mark_seen(out.index);
     GenerationOutput g;
     g.index = out.index;
     g.text = std::move(out.text);
@@ -107,6 +118,7 @@ struct EngineBackend::Live {
   // open ends as aborted so the client gets a response instead of a hung connection.
   void on_error(const Error& e, int64_t n) {
     spdlog::error("request failed in the engine: {}", e.what());
+    for (int64_t i = 0; i < n; ++i) mark_seen(i);
     if (num_unfinished == 0) return;
     std::vector<GenerationOutput> outs;
     for (int64_t i = 0; i < n; ++i) {
@@ -209,6 +221,8 @@ void EngineBackend::submit(BackendRequest request, OutputSink sink) {
   live->sink = std::move(sink);
   live->tokenizer = tokenizer_;
   live->num_live = &num_live_;
+  live->unscheduled_tokens = &unscheduled_tokens_;
+  live->seen.assign(static_cast<size_t>(request.params.n), false);
   live->num_unfinished = request.params.n;
   live->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
   live->first_prompt_token = request.prompt_token_ids.empty() ? 0 : request.prompt_token_ids.front();
@@ -220,12 +234,15 @@ void EngineBackend::submit(BackendRequest request, OutputSink sink) {
                            [live, n](const Error& e) { live->on_error(e, n); }};
   RequestMetadata metadata;
   metadata.priority = request.priority;
+  const int64_t prompt_tokens = live->num_prompt_tokens * n;
   num_live_.fetch_add(1);
+  unscheduled_tokens_.fetch_add(prompt_tokens);
   try {
     engine_->submit(request.request_id, std::move(request.prompt_token_ids), request.params,
                     metadata, std::move(listener));
   } catch (...) {
     num_live_.fetch_sub(1);
+    unscheduled_tokens_.fetch_sub(prompt_tokens);
     throw;
   }
 }
@@ -241,7 +258,9 @@ int64_t EngineBackend::num_waiting() const {
 
 LoadReport EngineBackend::load() const {
   const EngineStats s = engine_->stats();
-  return {s.num_running, num_waiting(), s.kv_used_blocks * info_.block_size};
+  // As num_waiting(): requests submitted since the snapshot are waiting too, with their prompts.
+  return {s.num_running, num_waiting(), s.kv_used_blocks * info_.block_size,
+          std::max(s.num_waiting_tokens, unscheduled_tokens_.load())};
 }
 
 void EngineBackend::on_stats(const EngineStats& s) {
@@ -402,7 +421,7 @@ void EngineBackend::reload_config(const std::function<EngineConfig()>& load, con
     }
   } catch (const std::exception& e) {
     result = "invalid";
-    status = {{"result", result}, {"error", e.what()}};
+    status = {{"result", result}, {"error", without_absolute_paths(e.what())}};
     spdlog::error("configuration reload ({}) rejected, nothing changed: {}", trigger, e.what());
   }
   status["trigger"] = trigger;

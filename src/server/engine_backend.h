@@ -97,6 +97,7 @@ class EngineBackend final : public GenerationBackend {
   std::mutex grammar_mutex_;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // built on first use
   std::atomic<int64_t> num_live_{0};
+  std::atomic<int64_t> unscheduled_tokens_{0};  // prompts of sequences yet to produce an output
   mutable std::mutex specs_mutex_;
   std::vector<OptimizerSpec> specs_;  // as configured, then as changed through the API
   EngineStats last_stats_;             // engine thread only

@@ -44,6 +44,9 @@ struct LoadReport {
   int64_t num_running = 0;  // sequences being generated
   int64_t num_waiting = 0;  // sequences queued, submitted ones not yet seen by the scheduler too
   int64_t kv_used_tokens = 0;  // KV-cache slots held by sequences (whole blocks)
+  // Tokens the queued sequences bring: their prompts (and what a preempted one generated),
+  // which they will need in the KV cache once they run.
+  int64_t waiting_tokens = 0;
 };
 
 struct BackendRequest {

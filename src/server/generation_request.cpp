@@ -124,10 +124,14 @@ void validate_sampling(const GenerationRequest& r) {
     check.validate();
   } catch (const Error& e) {
     std::string message = e.what();
-    throw ApiError(400, message, message.substr(0, message.find(' ')));
+    std::string param = message.substr(0, message.find(' '));
+    // SamplingParams names its own fields; the client may have sent them under other names.
+    const std::string& sent = param == "max_tokens" ? r.max_tokens_field : param == "logprobs" ? r.logprobs_field : param;
+    if (sent != param) message = sent + message.substr(param.size());
+    throw ApiError(400, message, sent);
   }
   if (r.max_tokens && *r.max_tokens < 1)
-    bad_request("max_tokens", "max_tokens must be at least 1, got {}", *r.max_tokens);
+    bad_request(r.max_tokens_field, "{} must be at least 1, got {}", r.max_tokens_field, *r.max_tokens);
 }
 
 void resolve_max_tokens(GenerationRequest& r, int64_t num_prompt_tokens, int64_t max_model_len,
@@ -140,7 +144,7 @@ void resolve_max_tokens(GenerationRequest& r, int64_t num_prompt_tokens, int64_t
   int64_t room = max_model_len - num_prompt_tokens;
   int64_t max_tokens = r.max_tokens ? *r.max_tokens : std::min(default_max_tokens, room);
   if (max_tokens > room)
-    bad_request("max_tokens",
+    bad_request(r.max_tokens_field,
                 "This model's maximum context length is {} tokens. However, you requested {} "
                 "tokens ({} in the {}, {} in the completion). Please reduce the length of the "
                 "{} or completion.",

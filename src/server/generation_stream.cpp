@@ -28,7 +28,8 @@ GenerationStream::GenerationStream(std::shared_ptr<HttpExchange> exchange, Respo
       settings_(std::move(settings)),
       metrics_(metrics),
       clock_(clock),
-      arrival_ns_(clock.now_ns()),
+      arrival_ns_(settings_.arrival_ns >= 0 ? settings_.arrival_ns : clock.now_ns()),
+      submit_ns_(settings_.submit_ns >= 0 ? settings_.submit_ns : arrival_ns_),
       choices_(static_cast<size_t>(settings_.num_sequences())) {
   if (settings_.stream && settings_.tools)
     for (Choice& c : choices_) c.tools = std::make_unique<ToolCallStream>(*settings_.tools, settings_.tool_parser);
@@ -41,9 +42,11 @@ UsageCounts GenerationStream::usage() const {
   return u;
 }
 
-void GenerationStream::record_timing(const GenerationOutput& out) {
+void GenerationStream::record_timing(Choice& choice, const GenerationOutput& out) {
   if (!metrics_ || out.num_new_tokens == 0) return;
   int64_t now = clock_.now_ns();
+  if (choice.first_token_ns < 0) choice.first_token_ns = now;
+  choice.last_token_ns = now;
   if (last_token_ns_ < 0) {
     first_token_ns_ = now;
     metrics_->record_first_token(static_cast<double>(now - arrival_ns_) * 1e-9);
@@ -58,7 +61,7 @@ void GenerationStream::on_outputs(const std::vector<GenerationOutput>& outputs) 
     if (out.index < 0 || out.index >= settings_.num_sequences()) continue;
     Choice& c = choices_[static_cast<size_t>(out.index)];
     if (c.finished) continue;
-    record_timing(out);
+    record_timing(c, out);
     // echo with max_tokens 0: the one token drawn is not the client's (vLLM counts none).
     if (!settings_.echo_only) c.num_tokens += out.num_new_tokens;
     if (out.queue_s >= 0) c.queue_s = out.queue_s;
@@ -157,19 +160,8 @@ void GenerationStream::complete() {
   // Metrics first: a client that reads /metrics once its response is in sees this request.
   if (metrics_) {
     double e2e_s = static_cast<double>(clock_.now_ns() - arrival_ns_) * 1e-9;
-    for (size_t i = 0; i < choices_.size(); ++i) {
-      const Choice& c = choices_[i];
-      metrics::FinishedRequestStats f;
-      f.finish_reason = c.finish_reason;
-      f.priority = settings_.priority;
-      f.num_prompt_tokens = settings_.num_prompt_tokens[i / static_cast<size_t>(settings_.best_of)];
-      f.num_generation_tokens = c.num_tokens;
-      f.max_tokens = settings_.max_tokens;
-      f.n = settings_.n;
-      f.e2e_s = e2e_s;
-      f.queue_s = c.queue_s;
-      metrics_->record_finished(f);
-    }
+    for (size_t i = 0; i < choices_.size(); ++i)
+      metrics_->record_finished(finished_stats(choices_[i], i / static_cast<size_t>(settings_.best_of), e2e_s));
     // vLLM's TPOT: decode time over the tokens after the first.
     if (u.completion_tokens > 1 && first_token_ns_ >= 0)
       metrics_->record_time_per_output_token(static_cast<double>(last_token_ns_ - first_token_ns_) *
@@ -182,6 +174,27 @@ void GenerationStream::complete() {
     return;
   }
   send_response(u);
+}
+
+metrics::FinishedRequestStats GenerationStream::finished_stats(const Choice& c, size_t prompt, double e2e_s) const {
+  metrics::FinishedRequestStats f;
+  f.finish_reason = c.finish_reason;
+  f.priority = settings_.priority;
+  f.num_prompt_tokens = settings_.num_prompt_tokens[prompt];
+  f.num_generation_tokens = c.num_tokens;
+  f.max_tokens = settings_.max_tokens;
+  f.n = settings_.n;
+  f.e2e_s = e2e_s;
+  f.queue_s = c.queue_s;
+  if (c.queue_s >= 0 && c.first_token_ns >= 0) {
+    // The engine measures the queue from its own arrival, the submit; the tokens are timed here.
+    const int64_t scheduled_ns = submit_ns_ + static_cast<int64_t>(c.queue_s * 1e9);
+    auto seconds = [](int64_t from_ns, int64_t to_ns) { return std::max<double>(0.0, static_cast<double>(to_ns - from_ns) * 1e-9); };
+    f.prefill_s = seconds(scheduled_ns, c.first_token_ns);
+    f.decode_s = seconds(c.first_token_ns, c.last_token_ns);
+    f.inference_s = seconds(scheduled_ns, c.last_token_ns);
+  }
+  return f;
 }
 
 void GenerationStream::send_response(const UsageCounts& usage) {

@@ -41,6 +41,10 @@ struct StreamSettings {
   std::vector<int64_t> num_prompt_tokens;  // one entry per prompt
   int64_t max_tokens = 0;
   int64_t priority = 0;  // in the engine's order (metrics map it to a bounded label)
+  // When the request arrived (TTFT and E2E count from it, a grammar's compile included) and
+  // when it reached the engine (its queue time counts from it); -1: when the stream is made.
+  int64_t arrival_ns = -1;
+  int64_t submit_ns = -1;
   // Echo: text put before each choice of prompt p (empty: no echo).
   std::vector<std::string> echo_text;
   bool echo_logprobs = false;  // completions: the prompt's logprobs before the choice's
@@ -76,6 +80,8 @@ class GenerationStream {
     Json stop_reason;
     int64_t num_tokens = 0;
     double queue_s = -1;
+    int64_t first_token_ns = -1;  // when this choice's first and latest tokens arrived
+    int64_t last_token_ns = -1;
     std::unique_ptr<ToolCallStream> tools;  // streaming with tools
   };
 
@@ -88,7 +94,10 @@ class GenerationStream {
   // The returned sequences of every prompt, in response order (best_of's selection).
   std::vector<size_t> returned_sequences() const;
   std::string finish_reason(const Choice& choice, bool called_tools) const;
-  void record_timing(const GenerationOutput& out);
+  void record_timing(Choice& choice, const GenerationOutput& out);
+  // vLLM's per-request phases: queued, prefill (scheduled to first token), decode (first to
+  // last token) and inference (scheduled to last token).
+  metrics::FinishedRequestStats finished_stats(const Choice& choice, size_t prompt, double e2e_s) const;
   UsageCounts usage() const;
 
   std::shared_ptr<HttpExchange> exchange_;
@@ -97,6 +106,7 @@ class GenerationStream {
   metrics::ServingMetrics* metrics_;
   const Clock& clock_;
   int64_t arrival_ns_;
+  int64_t submit_ns_;
   int64_t first_token_ns_ = -1;
   int64_t last_token_ns_ = -1;
   std::vector<Choice> choices_;  // one per sequence

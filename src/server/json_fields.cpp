@@ -23,13 +23,15 @@ const char* type_name(const Json& v) {
 }  // namespace
 
 int64_t as_int(const Json& v, const std::string& name) {
-  if (v.is_number_integer()) return v.get<int64_t>();
+  // Unsigned first: is_number_integer() holds for unsigned values too, and 2^64 - 1 read as
+  // int64 would be -1.
   if (v.is_number_unsigned()) {
     uint64_t u = v.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       bad_request(name, "{} is out of range: {}", name, u);
     return static_cast<int64_t>(u);
   }
+  if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
     double d = v.get<double>();
     // 2^63 is the first double past int64's range.
@@ -96,14 +98,6 @@ const Json* get_object(const Json& object, const char* name) {
   const Json* v = find(object, name);
   if (v && !v->is_object()) bad_request(name, "{} must be an object", name);
   return v;
-}
-
-Json parse_json_body(const std::string& body) {
-  Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded())
-    throw ApiError(400, "The request body is not valid JSON (or not valid UTF-8).");
-  if (!parsed.is_object()) throw ApiError(400, "The request body must be a JSON object.");
-  return parsed;
 }
 
 }  // namespace optimate::server

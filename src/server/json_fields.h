@@ -30,8 +30,4 @@ const Json* get_object(const Json& object, const char* name);
 // Converts a JSON value to int64 or throws a 400 naming `name`.
 int64_t as_int(const Json& value, const std::string& name);
 
-// Parses a request body; malformed JSON (including invalid UTF-8 in strings) is a 400, and the
-// top level must be an object.
-Json parse_json_body(const std::string& body);
-
 }  // namespace optimate::server

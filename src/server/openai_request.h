@@ -24,6 +24,10 @@ struct GenerationRequest {
   SamplingParams params;
   // max_tokens as sent; absent means "the rest of the context" for chat and 16 for completions.
   std::optional<int64_t> max_tokens;
+  // The fields the client sent max_tokens and logprobs as (chat's max_completion_tokens and
+  // top_logprobs): errors name them.
+  std::string max_tokens_field = "max_tokens";
+  std::string logprobs_field = "logprobs";
   bool stream = false;
   bool include_usage = false;
   bool continuous_usage_stats = false;

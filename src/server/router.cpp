@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <boost/beast/core/string.hpp>
+
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
@@ -49,14 +51,26 @@ void Router::add_prefix(http::verb method, std::string prefix, Handler handler) 
   prefixes_[std::move(prefix)][method] = std::move(handler);
 }
 
+bool Router::is_public(std::string_view path) {
+  // vLLM's public endpoints: health probes, load, version and metrics scraping (exactly, or
+  // below them on a segment boundary).
+  for (std::string_view open : {"/health", "/ping", "/load", "/get_load", "/version", "/metrics"})
+    if (path == open || (path.starts_with(open) && path[open.size()] == '/')) return true;
+  return false;
+}
+
 bool Router::authorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
   auto it = request.find(http::field::authorization);
   if (it == request.end()) return false;
   std::string_view value(it->value().data(), it->value().size());
-  constexpr std::string_view kBearer = "Bearer ";
-  if (!value.starts_with(kBearer)) return false;
-  value.remove_prefix(kBearer.size());
+  // "Bearer KEY", the scheme in any case (as vLLM reads it).
+  const size_t space = value.find(' ');
+  const std::string_view scheme = value.substr(0, space);
+  if (space == std::string_view::npos ||
+      !boost::beast::iequals(boost::beast::string_view(scheme.data(), scheme.size()), "bearer"))
+    return false;
+  value.remove_prefix(space + 1);
   // Compare every byte whatever the mismatch, so timing does not leak the key.
   unsigned diff = value.size() != api_key_.size();
   for (size_t i = 0; i < api_key_.size(); ++i)
@@ -92,7 +106,9 @@ void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchang
     return;
   }
   try {
-    if (path.starts_with("/v1/") && !authorized(request)) {
+    // With --api-key every path needs it but the public ones; an unknown path outside /v1/
+    // is a 404 either way.
+    if ((handlers || path.starts_with("/v1/")) && !is_public(path) && !authorized(request)) {
       send_error(*exchange, 401, "Unauthorized: a valid API key is required");
       return;
     }
@@ -110,19 +126,30 @@ void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchang
       return;
     }
     handler->second(request, exchange);
+  } catch (...) {
+    send_exception(*exchange, std::current_exception(), std::string(request.method_string()) + " " + path);
+  }
+}
+
+void send_exception(HttpExchange& exchange, std::exception_ptr error, const std::string& where) {
+  try {
+    std::rethrow_exception(error);
   } catch (const ApiError& e) {
-    send_error(*exchange, e.status(), e.message(), e.param(), e.retry_after_s());
+    send_error(exchange, e.status(), e.message(), e.param(), e.retry_after_s());
   } catch (const Error& e) {
     int status = e.code() == ErrorCode::kInvalidArgument   ? 400
                  : e.code() == ErrorCode::kNotFound          ? 404
                  : e.code() == ErrorCode::kUnsupported       ? 400
                  : e.code() == ErrorCode::kResourceExhausted ? 503
                                                              : 500;
-    if (status == 500) spdlog::error("{} {}: {}", std::string(request.method_string()), path, e.what());
-    send_error(*exchange, status, e.what(), {}, status == 503 ? 1 : 0);
+    if (status == 500) spdlog::error("{}: {}", where, e.what());
+    send_error(exchange, status, without_absolute_paths(e.what()), {}, status == 503 ? 1 : 0);
   } catch (const std::exception& e) {
-    spdlog::error("{} {}: {}", std::string(request.method_string()), path, e.what());
-    send_error(*exchange, 500, std::string("Internal server error: ") + e.what());
+    spdlog::error("{}: {}", where, e.what());
+    send_error(exchange, 500, "Internal server error: " + without_absolute_paths(e.what()));
+  } catch (...) {
+    spdlog::error("{}: an unknown exception", where);
+    send_error(exchange, 500, "Internal server error");
   }
 }
 

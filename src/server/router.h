@@ -1,9 +1,13 @@
-// Maps method + path to handlers, enforces --api-key on /v1/*, and turns ApiError (or any
-// escaped exception) into an OpenAI error response so no request can take the server down.
+// Maps method + path to handlers, enforces --api-key, and turns ApiError (or any escaped
+// exception) into an OpenAI error response so no request can take the server down. As in
+// vLLM, with a key every path needs it (`Authorization: Bearer KEY`) but the public ones:
+// /health, /ping, /load, /get_load, /version, /metrics, and OPTIONS anywhere (browsers send
+// preflights without credentials).
 // HEAD runs a path's GET handler (the connection sends no body); OPTIONS and 405 answers name
 // the path's methods in `Allow`.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +41,7 @@ class Router {
 
  private:
   bool authorized(const HttpRequest& request) const;
+  static bool is_public(std::string_view path);
   static std::string allowed_methods(
       const std::map<boost::beast::http::verb, Handler>& handlers);
 
@@ -48,5 +53,11 @@ class Router {
 // Sends the OpenAI error JSON (with Retry-After when the error carries one).
 void send_error(HttpExchange& exchange, int status, const std::string& message,
                 const std::string& param = {}, int retry_after_s = 0);
+
+// Answers with the error `error` holds: an ApiError as it says, an Error by its code (400 bad
+// input, 404, 503 exhausted, 500 otherwise), anything else 500. `where` ("POST /v1/...")
+// names the request in the server's log for a 500. Handlers that continue a request later
+// (after a grammar compiles) answer their errors through this, as route() does.
+void send_exception(HttpExchange& exchange, std::exception_ptr error, const std::string& where);
 
 }  // namespace optimate::server

@@ -14,7 +14,9 @@
 #include "metrics/serving_metrics.h"
 #include "server/generation_backend.h"
 #include "server/generation_stream.h"
+#include "server/grammar_pool.h"
 #include "server/openai_request.h"
+#include "server/request_id.h"
 #include "server/router.h"
 
 namespace optimate::server {
@@ -22,7 +24,7 @@ namespace optimate::server {
 // The shape of GET /get_load. The routers send identical requests and parse incompatible
 // answers, so the operator says which router a replica serves; ?format= overrides it.
 enum class LoadFormat {
-  kVllm,    // vllm-router: {"load": running + waiting requests}
+  kVllm,    // vllm-router: {"load": generation requests in flight}
   kSglang,  // sglang-router: [{"dp_rank", "num_reqs", "num_waiting_reqs", "num_tokens"}]
 };
 
@@ -30,10 +32,8 @@ struct ApiOptions {
   int64_t max_num_queued_reqs = -1;  // < 0: unbounded; past it, 503 with Retry-After
   std::string version;
   LoadFormat load_format = LoadFormat::kVllm;
+  GrammarPoolOptions grammar;  // structured outputs' compiles (--grammar-compile-*)
 };
-
-// "chatcmpl-" + 32 random hex digits, the shape of vLLM's ids.
-std::string random_request_id(std::string_view prefix);
 
 class ServingApi {
  public:
@@ -41,6 +41,10 @@ class ServingApi {
              metrics::ServingMetrics& metrics, const Clock& clock, ApiOptions options);
 
   void add_routes(Router& router);
+  // The grammar compiles' counters (tests, and what a slow structured request waits on).
+  GrammarPool::Stats grammar_stats() const { return grammar_pool_.stats(); }
+  // For tests that drive the grammar timeouts with a fake clock.
+  void expire_grammar_waits() { grammar_pool_.expire_overdue(); }
 
  private:
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -55,6 +59,7 @@ class ServingApi {
   void update_optimizer(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   // Fleet routers (serving_api_fleet.cpp).
   void get_load(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  void server_load(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void server_info(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void model_info(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void flush_cache(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -73,22 +78,38 @@ class ServingApi {
   std::string chat_text(const ChatRequest& request) const;
   std::vector<int32_t> chat_prompt(const ChatRequest& request) const;
   std::vector<int32_t> truncate_prompt(const GenerationRequest& request, std::vector<int32_t> ids) const;
-  // Tokenizes bad_words and compiles the grammar into the request's params.
+  // Tokenizes bad_words into the request's params.
   void prepare_params(GenerationRequest& request) const;
+  // Runs `next` once the request's grammar is compiled into its params: at once when it has
+  // none, else on the exchange's strand after the grammar pool is done (a disconnect first
+  // withdraws the compile). Errors of the compile or of `next` are answered as route()'s are.
+  void with_grammar(std::shared_ptr<GenerationRequest> request, const std::shared_ptr<HttpExchange>& exchange,
+                    std::function<void()> next);
+  // Counts a generation request in flight (vLLM's server load) while the token is held.
+  std::shared_ptr<void> track_in_flight();
   // The request's sampling parameters for one prompt: max_tokens resolved, context checked,
   // n raised to best_of.
   SamplingParams prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
                                ApiKind kind) const;
   // Submits one engine request per prompt and wires outputs and disconnects to the exchange.
+  // `admission` is what the handler kept of the HTTP request.
+  struct Admission {
+    std::string client_request_id;  // the X-Request-Id header
+    int64_t arrival_ns = 0;
+    std::shared_ptr<void> in_flight;
+  };
   void start_generation(const GenerationRequest& request, std::vector<std::vector<int32_t>> prompts,
-                        StreamSettings settings, const HttpRequest& http_request,
+                        StreamSettings settings, const Admission& admission,
                         const std::shared_ptr<HttpExchange>& exchange);
+  Admission admit(const HttpRequest& http_request);
 
   GenerationBackend& backend_;
   metrics::Registry& registry_;
   metrics::ServingMetrics& metrics_;
   const Clock& clock_;
   ApiOptions options_;
+  std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
+  GrammarPool grammar_pool_;  // last: its threads stop first
 };
 
 }  // namespace optimate::server

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/client_json.h"
 #include "server/serving_api.h"
 
 namespace optimate::server {
@@ -11,7 +12,9 @@ namespace http = boost::beast::http;
 ServingApi::ServingApi(GenerationBackend& backend, metrics::Registry& registry,
                        metrics::ServingMetrics& metrics, const Clock& clock, ApiOptions options)
     : backend_(backend), registry_(registry), metrics_(metrics), clock_(clock),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      grammar_pool_([&backend](const structured::GrammarSpec& spec) { return backend.compile_grammar(spec); },
+                    options_.grammar, clock) {}
 
 void ServingApi::add_routes(Router& router) {
   auto bind = [this](auto member) {
@@ -31,6 +34,7 @@ void ServingApi::add_routes(Router& router) {
   router.add_prefix(http::verb::put, "/v1/optimizers/", bind(&ServingApi::update_optimizer));
   // Fleet routers: both vLLM's and SGLang's names where they differ.
   router.add(http::verb::get, "/get_load", bind(&ServingApi::get_load));
+  router.add(http::verb::get, "/load", bind(&ServingApi::server_load));
   router.add(http::verb::get, "/server_info", bind(&ServingApi::server_info));
   router.add(http::verb::get, "/get_server_info", bind(&ServingApi::server_info));
   router.add(http::verb::get, "/model_info", bind(&ServingApi::model_info));
@@ -62,6 +66,8 @@ void ServingApi::health(const HttpRequest&, const std::shared_ptr<HttpExchange>&
 }
 
 void ServingApi::metrics_text(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  const GrammarPool::Stats grammar = grammar_pool_.stats();
+  metrics_.set_grammar_compiles(grammar.queued, grammar.running);
   exchange->send(200, metrics::Registry::kContentType, registry_.render());
 }
 

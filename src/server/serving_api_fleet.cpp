@@ -1,17 +1,26 @@
 // What fleet routers call on a replica, in the shapes vllm-router and sglang-router parse:
 // load reports, server and model metadata, prefix-cache flushes, a generating health check,
 // and vLLM's render endpoints (the prompt's token ids, for cache-aware routing).
+#include <filesystem>
 #include <limits>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/client_json.h"
 #include "server/serving_api.h"
 
 namespace optimate::server {
 
 namespace {
+
+// A model's file or directory name: where it lies on this machine is not for clients.
+std::string shown_path(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();  // "dir/"
+  return p.filename().string();
+}
 
 Json sampling_json(const SamplingParams& p) {
   return {{"n", p.n},
@@ -57,26 +66,34 @@ void ServingApi::get_load(const HttpRequest& request, const std::shared_ptr<Http
     else if (*asked == "sglang") format = LoadFormat::kSglang;
     else bad_request("format", "format must be vllm or sglang, got '{}'", *asked);
   }
-  const LoadReport load = backend_.load();
-  const int64_t num_reqs = load.num_running + load.num_waiting;
   if (format == LoadFormat::kVllm) {
-    exchange->send_json(200, dump_json({{"load", num_reqs}}));
+    // vLLM's server load: generation requests from arrival until the engine has finished them.
+    exchange->send_json(200, dump_json({{"load", in_flight_->load()}}));
     return;
   }
-  // One entry per data-parallel rank; a replica is one rank.
+  // SGLang's scheduler: the KV tokens held by running requests plus the tokens of every
+  // waiting request. One entry per data-parallel rank; a replica is one rank.
+  const LoadReport load = backend_.load();
   exchange->send_json(200, dump_json(Json::array({{{"dp_rank", 0},
-                                                   {"num_reqs", num_reqs},
+                                                   {"num_reqs", load.num_running + load.num_waiting},
                                                    {"num_waiting_reqs", load.num_waiting},
-                                                   {"num_tokens", load.kv_used_tokens}}})));
+                                                   {"num_tokens", load.kv_used_tokens + load.waiting_tokens}}})));
+}
+
+// vLLM's GET /load.
+void ServingApi::server_load(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
+  exchange->send_json(200, dump_json({{"server_load", in_flight_->load()}}));
 }
 
 void ServingApi::server_info(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
   const ModelInfo& m = backend_.model();
   // SGLang's names at the top level (sglang-router reads model_path and served_model_name),
   // vLLM's configuration sections under vllm_config (vllm-router reads the block size there).
+  const std::string model_path = shown_path(m.model_path);
+  const std::string tokenizer_path = shown_path(m.tokenizer_path);
   Json info = {
-      {"model_path", m.model_path},
-      {"tokenizer_path", m.tokenizer_path},
+      {"model_path", model_path},
+      {"tokenizer_path", tokenizer_path},
       {"served_model_name", m.id},
       {"version", options_.version},
       {"max_model_len", m.max_model_len},
@@ -90,8 +107,8 @@ void ServingApi::server_info(const HttpRequest&, const std::shared_ptr<HttpExcha
       {"dp_size", 1},
       {"vllm_config",
        {{"model_config",
-         {{"model", m.model_path},
-          {"tokenizer", m.tokenizer_path},
+         {{"model", model_path},
+          {"tokenizer", tokenizer_path},
           {"served_model_name", m.id},
           {"max_model_len", m.max_model_len}}},
         {"cache_config", {{"block_size", m.block_size}, {"num_kv_blocks", m.num_kv_blocks}}},
@@ -102,8 +119,8 @@ void ServingApi::server_info(const HttpRequest&, const std::shared_ptr<HttpExcha
 
 void ServingApi::model_info(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
   const ModelInfo& m = backend_.model();
-  exchange->send_json(200, dump_json({{"model_path", m.model_path},
-                                      {"tokenizer_path", m.tokenizer_path},
+  exchange->send_json(200, dump_json({{"model_path", shown_path(m.model_path)},
+                                      {"tokenizer_path", shown_path(m.tokenizer_path)},
                                       {"served_model_name", m.id},
                                       {"is_generation", true},
                                       {"model_type", m.model_type},

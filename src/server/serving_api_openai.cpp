@@ -1,22 +1,15 @@
 // POST /v1/completions and POST /v1/chat/completions.
 #include <chrono>
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/client_json.h"
 #include "server/serving_api.h"
 
 namespace optimate::server {
-
-std::string random_request_id(std::string_view prefix) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string out(prefix);
-  for (int i = 0; i < 2; ++i) out += fmt::format("{:016x}", rng());
-  return out;
-}
 
 namespace {
 
@@ -105,15 +98,47 @@ void ServingApi::prepare_params(GenerationRequest& r) const {
     if (!spaced.empty() && spaced[0] != plain[0] && spaced.size() == plain.size())
       r.params.bad_words_token_ids.push_back(std::move(spaced));
   }
-  if (r.grammar) {
-    try {
-      r.params.constraint = backend_.compile_grammar(*r.grammar);
-    } catch (const Error& e) {
-      throw ApiError(400, e.what(), r.grammar->field);
-    }
-  }
   // best_of ranks sequences by their cumulative logprob, which needs each token's logprob.
   if (r.best_of && *r.best_of > r.params.n && !r.params.logprobs) r.params.logprobs = 0;
+}
+
+void ServingApi::with_grammar(std::shared_ptr<GenerationRequest> r, const std::shared_ptr<HttpExchange>& exchange,
+                              std::function<void()> next) {
+  if (!r->grammar) {
+    next();
+    return;
+  }
+  const std::string field = r->grammar->field;
+  auto ticket = grammar_pool_.compile(*r->grammar, [r, exchange, field, next = std::move(next)](
+                                                       std::shared_ptr<const TokenConstraint> constraint,
+                                                       std::exception_ptr error) {
+    // Continues on the connection's strand, as the handler ran.
+    exchange->post([r, exchange, field, next, constraint = std::move(constraint), error] {
+      try {
+        if (error) {
+          try {
+            std::rethrow_exception(error);
+          } catch (const Error& e) {
+            throw ApiError(400, without_absolute_paths(e.what()), field);  // the engine's reason
+          }
+        }
+        r->params.constraint = constraint;
+        next();
+      } catch (...) {
+        send_exception(*exchange, std::current_exception(), "structured output request");
+      }
+    });
+  });
+  exchange->on_disconnect([ticket] { ticket->cancel(); });
+}
+
+std::shared_ptr<void> ServingApi::track_in_flight() {
+  in_flight_->fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [count = in_flight_](void*) { count->fetch_sub(1); });
+}
+
+ServingApi::Admission ServingApi::admit(const HttpRequest& http_request) {
+  return {std::string(http_request["X-Request-Id"]), clock_.now_ns(), track_in_flight()};
 }
 
 SamplingParams ServingApi::prompt_params(const GenerationRequest& request, int64_t num_prompt_tokens,
@@ -129,7 +154,7 @@ SamplingParams ServingApi::prompt_params(const GenerationRequest& request, int64
 }
 
 void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::vector<int32_t>> prompts,
-                                  StreamSettings settings, const HttpRequest& http_request,
+                                  StreamSettings settings, const Admission& admission,
                                   const std::shared_ptr<HttpExchange>& exchange) {
   std::vector<SamplingParams> params;
   for (const auto& ids : prompts) params.push_back(prompt_params(r, static_cast<int64_t>(ids.size()), settings.kind));
@@ -140,7 +165,7 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   const std::string engine_id = random_request_id(prefix);
   // vLLM names the response after X-Request-Id, else the request's request_id; the engine keeps
   // its own unique ids.
-  std::string client_id(http_request["X-Request-Id"]);
+  std::string client_id = admission.client_request_id;
   if (client_id.empty()) client_id = r.request_id;
   ResponseMeta meta{client_id.empty() ? engine_id : prefix + client_id, unix_seconds(), backend_.model().id};
   settings.stream = r.stream;
@@ -154,6 +179,8 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   if (r.return_token_ids) settings.prompt_token_ids = prompts;
   settings.max_tokens = params.front().max_tokens;
   settings.priority = priority;
+  settings.arrival_ns = admission.arrival_ns;
+  settings.submit_ns = clock_.now_ns();
   auto stream = std::make_shared<GenerationStream>(exchange, meta, std::move(settings), &metrics_, clock_);
 
   // One engine request per prompt; prompt p's sequences are p * best_of .. p * best_of + best_of - 1.
@@ -169,7 +196,9 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
       ids.push_back(request.request_id);
       const int64_t first_choice = static_cast<int64_t>(p) * params[p].n;
       // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
-      backend_.submit(std::move(request), [stream, exchange, first_choice](std::vector<GenerationOutput> outputs) {
+      // The sink lives until the engine has finished the request: so does its in-flight count.
+      backend_.submit(std::move(request), [stream, exchange, first_choice, in_flight = admission.in_flight](
+                                              std::vector<GenerationOutput> outputs) {
         for (auto& out : outputs) out.index += first_choice;
         exchange->post([stream, outputs = std::move(outputs)] { stream->on_outputs(outputs); });
       });
@@ -187,43 +216,52 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
 
 void ServingApi::completions(const HttpRequest& http_request,
                              const std::shared_ptr<HttpExchange>& exchange) {
+  Admission admission = admit(http_request);
   Json body = parse_json_body(http_request.body());
-  CompletionRequest r = parse_completion_request(body, backend_.model().vocab_size);
-  check_model(r.model);
-  StreamSettings settings;
-  settings.kind = ApiKind::kCompletion;
-  settings.want_logprobs = r.params.logprobs.has_value();
-  prepare_params(r);
-  std::vector<std::vector<int32_t>> prompts = completion_prompts(r);
-  if (r.echo) {
-    for (size_t p = 0; p < prompts.size(); ++p) {
-      const auto* text = std::get_if<std::string>(&r.prompts[p]);
-      settings.echo_text.push_back(text && !r.truncate_prompt_tokens ? *text : backend_.detokenize(prompts[p]));
+  auto r = std::make_shared<CompletionRequest>(parse_completion_request(body, backend_.model().vocab_size));
+  check_model(r->model);
+  if (r->grammar) check_queue(static_cast<int64_t>(r->prompts.size()));  // before a compile it would waste
+  const bool want_logprobs = r->params.logprobs.has_value();  // as asked: best_of adds them for itself
+  prepare_params(*r);
+  with_grammar(r, exchange, [this, r, exchange, want_logprobs, admission = std::move(admission)] {
+    StreamSettings settings;
+    settings.kind = ApiKind::kCompletion;
+    settings.want_logprobs = want_logprobs;
+    std::vector<std::vector<int32_t>> prompts = completion_prompts(*r);
+    if (r->echo) {
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        const auto* text = std::get_if<std::string>(&r->prompts[p]);
+        settings.echo_text.push_back(text && !r->truncate_prompt_tokens ? *text : backend_.detokenize(prompts[p]));
+      }
+      settings.echo_logprobs = settings.want_logprobs;
+      settings.echo_only = r->echo_only;
     }
-    settings.echo_logprobs = settings.want_logprobs;
-    settings.echo_only = r.echo_only;
-  }
-  start_generation(r, std::move(prompts), std::move(settings), http_request, exchange);
+    start_generation(*r, std::move(prompts), std::move(settings), admission, exchange);
+  });
 }
 
 void ServingApi::chat_completions(const HttpRequest& http_request,
                                   const std::shared_ptr<HttpExchange>& exchange) {
+  Admission admission = admit(http_request);
   Json body = parse_json_body(http_request.body());
-  ChatRequest r = parse_chat_request(body, backend_.model().vocab_size);
-  check_model(r.model);
-  prepare_params(r);
-  StreamSettings settings;
-  settings.kind = ApiKind::kChat;
-  settings.want_logprobs = r.logprobs;
-  if (r.tools.choice != ToolChoice::kNone) {
-    settings.tools = r.tools;
-    settings.tool_parser = backend_.model().tool_parser;
-  }
-  // echo repeats the last message when the reply continues its role (vLLM's rule).
-  const std::string reply_role = r.add_generation_prompt ? "assistant" : r.messages.back().role;
-  if (r.echo && r.messages.back().role == reply_role && !r.messages.back().content.empty())
-    settings.echo_text.push_back(r.messages.back().content);
-  start_generation(r, {chat_prompt(r)}, std::move(settings), http_request, exchange);
+  auto r = std::make_shared<ChatRequest>(parse_chat_request(body, backend_.model().vocab_size));
+  check_model(r->model);
+  if (r->grammar) check_queue();  // before a compile it would waste
+  prepare_params(*r);
+  with_grammar(r, exchange, [this, r, exchange, admission = std::move(admission)] {
+    StreamSettings settings;
+    settings.kind = ApiKind::kChat;
+    settings.want_logprobs = r->logprobs;
+    if (r->tools.choice != ToolChoice::kNone) {
+      settings.tools = r->tools;
+      settings.tool_parser = backend_.model().tool_parser;
+    }
+    // echo repeats the last message when the reply continues its role (vLLM's rule).
+    const std::string reply_role = r->add_generation_prompt ? "assistant" : r->messages.back().role;
+    if (r->echo && r->messages.back().role == reply_role && !r->messages.back().content.empty())
+      settings.echo_text.push_back(r->messages.back().content);
+    start_generation(*r, {chat_prompt(*r)}, std::move(settings), admission, exchange);
+  });
 }
 
 }  // namespace optimate::server

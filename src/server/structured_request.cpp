@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/client_json.h"
 #include "server/openai_request.h"
 
 namespace optimate::server {
@@ -11,14 +12,14 @@ namespace {
 using structured::GrammarKind;
 using structured::GrammarSpec;
 
-// A schema given as an object or as JSON text.
+// A schema given as an object or as JSON text (parsed with the bounds of a body, so the text
+// the grammar engine gets is what was checked).
 std::string schema_text(const Json& v, const char* field) {
   if (v.is_object()) return v.dump();
   if (v.is_string()) {
-    const Json parsed = Json::parse(v.get<std::string>(), nullptr, false);
-    if (parsed.is_discarded() || !parsed.is_object())
-      bad_request(field, "{} must be a JSON schema (an object, or its JSON text)", field);
-    return v.get<std::string>();
+    const Json parsed = parse_field_json(v.get_ref<const std::string&>(), field);
+    if (!parsed.is_object()) bad_request(field, "{} must be a JSON schema (an object, or its JSON text)", field);
+    return parsed.dump();
   }
   bad_request(field, "{} must be a JSON schema (an object, or its JSON text)", field);
 }
@@ -43,8 +44,8 @@ GrammarSpec grammar(const Json& v, const char* field) {
 // vLLM's structural tag: xgrammar's form ({"type": "structural_tag", "format": ...}) as is, or
 // the older {"structures": [{"begin", "schema", "end"}], "triggers": [...]} converted to it.
 std::string structural_tag(const Json& v, const char* field) {
-  Json tag = v.is_string() ? Json::parse(v.get<std::string>(), nullptr, false) : v;
-  if (tag.is_discarded() || !tag.is_object()) bad_request(field, "{} must be a structural tag object", field);
+  Json tag = v.is_string() ? parse_field_json(v.get_ref<const std::string&>(), field) : v;
+  if (!tag.is_object()) bad_request(field, "{} must be a structural tag object", field);
   if (tag.contains("format")) return tag.dump();
   const Json* structures = tag.contains("structures") ? &tag["structures"] : nullptr;
   const Json* triggers = tag.contains("triggers") ? &tag["triggers"] : nullptr;

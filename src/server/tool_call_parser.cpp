@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/client_json.h"
 #include "tokenizer/python_json.h"
 
 namespace optimate::server {
@@ -78,9 +79,12 @@ void ToolCallStream::give_up(ToolDelta& out) {
 }
 
 // One {"name": ..., ...} object: a call, or false when it is not one.
+// The model's output is parsed with a client body's bounds: a call nested past them is text.
 static bool call_object(const std::string& text, Json& object) {
-  object = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return !object.is_discarded() && object.is_object() && object.contains("name") && object["name"].is_string();
+  auto parsed = try_parse_client_json(text);
+  if (!parsed) return false;
+  object = std::move(*parsed);
+  return object.is_object() && object.contains("name") && object["name"].is_string();
 }
 
 void ToolCallStream::scan_json_calls(ToolDelta& out, bool at_end) {

@@ -2,7 +2,7 @@
 #include "server/tool_calls.h"
 
 #include "server/api_error.h"
-#include "server/serving_api.h"
+#include "server/request_id.h"
 
 namespace optimate::server {
 

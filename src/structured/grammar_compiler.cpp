@@ -17,9 +17,6 @@ namespace optimate::structured {
 #if OPTIMATE_HAVE_XGRAMMAR
 namespace {
 
-// Cache of compiled grammars (their token-mask tables dominate): beyond it the oldest go.
-constexpr int64_t kCacheBytes = int64_t{256} << 20;
-
 // The longest reason from the grammar engine a client gets back.
 constexpr size_t kMaxReasonBytes = 500;
 
@@ -106,8 +103,9 @@ struct GrammarCompiler::Impl {
   int64_t vocab_size;
   xgrammar::GrammarCompiler compiler;
 
+  // The server caches compiled grammars itself (server/grammar_pool.h), by request.
   Impl(const xgrammar::TokenizerInfo& info, int64_t vocab, int threads)
-      : vocab_size(vocab), compiler(info, threads, /*cache_enabled=*/true, kCacheBytes) {}
+      : vocab_size(vocab), compiler(info, threads, /*cache_enabled=*/false) {}
 
   xgrammar::CompiledGrammar compile(const GrammarSpec& spec) {
     const std::optional<int> max_ws = spec.any_whitespace ? std::optional<int>(kMaxJsonWhitespace) : std::nullopt;

@@ -263,3 +263,57 @@ def test_replica_killed_and_restarted_loses_no_request(fleet):
     finally:
         router.stop()
     no_404_in(replicas)
+
+
+@pytest.fixture(scope="module", params=["vllm", "sglang"])
+def queued_fleet(request, tmp_path_factory):
+    """Two replicas that run one sequence at a time, so requests queue; no drain on stop."""
+    kind = request.param
+    tmp = tmp_path_factory.mktemp(f"queued-{kind}")
+    replicas = [Server(tmp, "--access-log", "--get-load-format", kind, "--num-threads", "1",
+                       "--max-num-seqs", "1", "--shutdown-timeout", "0") for _ in range(2)]
+    router = Router(kind, tmp, replicas, "power_of_two")
+    yield kind, replicas, router
+    router.stop()
+    for r in replicas:
+        r.stop()
+
+
+def test_power_of_two_counts_the_queued_prompts(queued_fleet):
+    """One replica runs a long context; the other a short one with six long prompts queued
+    behind it. SGLang counts a waiting request's prompt tokens in its load (and vLLM counts
+    requests in flight): both routers must send new requests to the first."""
+    kind, (light, loaded), router = queued_fleet
+    pending = []
+
+    def send(url: str, prompt, stream: bool) -> None:
+        body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": 4000 if stream else 2, "ignore_eos": True,
+                "stream": stream}
+        try:
+            with httpx.Client(timeout=600) as c, c.stream("POST", url + "/v1/completions", json=body) as r:
+                for _ in r.iter_lines():
+                    pass
+        except httpx.HTTPError:
+            pass  # the replica stopped under it
+
+    def start(url: str, prompt, stream: bool = False) -> None:
+        t = threading.Thread(target=send, args=(url, prompt, stream), daemon=True)
+        t.start()
+        pending.append(t)
+
+    start(light.url, [100] * 500, stream=True)       # ~500 KV tokens, running
+    start(loaded.url, "Count:", stream=True)          # a few KV tokens, running
+    wait_for("both replicas running", lambda: light.metric("vllm:num_requests_running") == 1 and
+             loaded.metric("vllm:num_requests_running") == 1)
+    for _ in range(6):
+        start(loaded.url, [200] * 200)                # 1,200 prompt tokens, waiting
+    wait_for("six requests queued", lambda: loaded.metric("vllm:num_requests_waiting") == 6)
+    seen = [count_lines(r, '"GET /get_load HTTP/1.1" 200') for r in (light, loaded)]
+    wait_for("the router to poll /get_load", lambda: all(
+        count_lines(r, '"GET /get_load HTTP/1.1" 200') >= n + 2 for r, n in zip((light, loaded), seen)))
+    for i in range(3):
+        start(router.url, f"Routed {i}:")
+    wait_for("the routed requests to arrive", lambda: light.metric("vllm:num_requests_waiting") +
+             loaded.metric("vllm:num_requests_waiting") == 9)
+    assert light.metric("vllm:num_requests_waiting") == 3, f"{kind}-router sent requests to the queued replica"
+    assert loaded.metric("vllm:num_requests_waiting") == 6

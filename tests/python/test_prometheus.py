@@ -59,3 +59,30 @@ scrape_configs:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_every_exported_histogram_moves_under_load(server):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def worker() -> None:
+        body = {"model": MODEL_NAME, "prompt": "Tell me a story.", "max_tokens": 6, "ignore_eos": True,
+                "stream": True}
+        with httpx.Client(timeout=120) as c, c.stream("POST", server.url + "/v1/completions", json=body) as r:
+            for _ in r.iter_lines():
+                pass
+
+    import threading
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    text = httpx.get(server.url + "/metrics", timeout=30).text
+    still = []
+    for family in text_string_to_metric_families(text):
+        if family.type != "histogram":
+            continue
+        count = sum(s.value for s in family.samples if s.name.endswith("_count"))
+        if count == 0:
+            still.append(family.name)
+    assert not still, f"histograms never observed: {still}"

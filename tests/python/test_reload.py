@@ -99,3 +99,39 @@ def test_rollback_and_restore(reloading):
     events = [json.loads(line)["event"] for line in (tmp / "decisions.jsonl").read_text().splitlines()]
     assert events[-2:] == ["rollback", "restore"]
     assert server.metric("optimate:optimizer_seconds_total", optimizer="priority") > 0
+
+
+def wait_reload(server: Server, result: str, timeout_s: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    body = status(server)
+    while (body["config"]["last_reload"] or {}).get("result") != result and time.monotonic() < deadline:
+        time.sleep(0.2)
+        body = status(server)
+    assert (body["config"]["last_reload"] or {}).get("result") == result, json.dumps(body["config"])
+    return body
+
+
+def test_an_empty_file_or_a_directory_is_refused_and_the_running_configuration_kept(reloading):
+    server, config, _ = reloading
+    before = status(server)
+    assert before["config"]["version"] == 1
+    # Truncated (an editor caught mid-write, a mistaken `> engine.toml`): not "every default".
+    config.write_text("")
+    body = wait_reload(server, "invalid")
+    assert "is empty" in body["config"]["last_reload"]["error"], body["config"]
+    assert body["config"]["version"] == 1
+    priority = {o["name"]: o for o in body["data"]}["priority"]
+    assert priority["enabled"] and priority["options"] == {"levels": 3}
+    # A directory where the file was, found on SIGHUP.
+    config.unlink()
+    config.mkdir()
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while "directory" not in (status(server)["config"]["last_reload"] or {}).get("error", "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    body = status(server)
+    assert "is a directory" in body["config"]["last_reload"]["error"], body["config"]
+    assert "/" not in body["config"]["last_reload"]["error"]  # no absolute path leaves the server
+    assert body["config"]["version"] == 1
+    assert {o["name"]: o for o in body["data"]}["priority"]["options"] == {"levels": 3}
+    complete(server, 2)

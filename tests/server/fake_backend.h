@@ -69,11 +69,34 @@ class FakeBackend final : public GenerationBackend {
       bool accept_token(int32_t) override { return true; }
       bool is_terminated() const override { return false; }
     };
+    {
+      std::unique_lock gate(gate_mutex_);
+      ++num_compiling_;
+      gate_open_.wait(gate, [this] { return !compiles_held_; });
+      --num_compiling_;
+      ++num_compiles_;
+    }
     if (spec.kind == structured::GrammarKind::kRegex && spec.text == "(")
       throw Error(ErrorCode::kInvalidArgument, spec.field + ": the regex cannot be compiled: unbalanced parenthesis");
     std::lock_guard lock(mutex_);
     grammars_.push_back(spec);
     return std::make_shared<AllowAll>();
+  }
+  // While held, compiles wait inside compile_grammar (a grammar that is slow to compile).
+  void hold_compiles(bool on) {
+    {
+      std::lock_guard gate(gate_mutex_);
+      compiles_held_ = on;
+    }
+    gate_open_.notify_all();
+  }
+  int64_t num_compiles() const {  // finished
+    std::lock_guard gate(gate_mutex_);
+    return num_compiles_;
+  }
+  int64_t num_compiling() const {  // inside compile_grammar now
+    std::lock_guard gate(gate_mutex_);
+    return num_compiling_;
   }
   std::vector<structured::GrammarSpec> grammars() const {
     std::lock_guard lock(mutex_);
@@ -104,13 +127,16 @@ class FakeBackend final : public GenerationBackend {
     aborted_.insert(id);
   }
   bool healthy() const override { return true; }
-  // Every live request counts as running; each holds one KV block per 16 prompt tokens.
+  // A held request waits with its prompt; a running one holds one KV block per 16 prompt tokens.
   LoadReport load() const override {
     std::lock_guard lock(mutex_);
     LoadReport r;
     for (const auto& [id, live] : live_) {
-      (live.held ? r.num_waiting : r.num_running) += live.request.params.n;
-      if (!live.held) r.kv_used_tokens += 16 * ((static_cast<int64_t>(live.request.prompt_token_ids.size()) + 15) / 16);
+      const int64_t n = live.request.params.n;
+      const int64_t prompt = static_cast<int64_t>(live.request.prompt_token_ids.size());
+      (live.held ? r.num_waiting : r.num_running) += n;
+      if (live.held) r.waiting_tokens += n * prompt;
+      else r.kv_used_tokens += n * 16 * ((prompt + 15) / 16);
     }
     return r;
   }
@@ -188,6 +214,7 @@ class FakeBackend final : public GenerationBackend {
             const int64_t k = r.produced[i];
             o.text = script_.empty() ? std::string(1, static_cast<char>('a' + k % 26)) : script_.substr(k, 1);
             o.num_new_tokens = 1;
+            if (k == 0) o.queue_s = 0.0;  // scheduled at once (a held request only once released)
             const int32_t id = static_cast<uint8_t>(o.text[0]);
             o.token_ids = {id};
             // Choice i's tokens are a little less likely than choice i - 1's (best_of ranks them).
@@ -224,6 +251,11 @@ class FakeBackend final : public GenerationBackend {
   std::vector<std::vector<int32_t>> submitted_;
   std::atomic<int64_t> num_prefix_cache_resets_{0};
   std::vector<structured::GrammarSpec> grammars_;
+  mutable std::mutex gate_mutex_;
+  std::condition_variable gate_open_;
+  bool compiles_held_ = false;
+  int64_t num_compiles_ = 0;
+  int64_t num_compiling_ = 0;
   std::vector<BackendRequest> requests_;
   std::string script_;
   std::thread worker_;

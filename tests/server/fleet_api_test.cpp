@@ -14,14 +14,10 @@ namespace optimate::server {
 namespace {
 
 using testing::Harness;
+using testing::raw_post;
 using testing::TestClient;
 using Json = nlohmann::json;
 namespace http = boost::beast::http;
-
-std::string raw_post(const std::string& target, const std::string& body) {
-  return "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
 
 TEST(FleetApi, GetLoadInBothRoutersConventions) {
   Harness h;
@@ -31,17 +27,25 @@ TEST(FleetApi, GetLoadInBothRoutersConventions) {
   while (h.backend.num_waiting() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
 
   TestClient c(h.port());
-  // vllm-router reads data["load"] as an integer.
-  EXPECT_EQ(c.get("/get_load").json(), Json({{"load", 2}}));
-  EXPECT_EQ(c.get("/get_load?format=vllm").json(), Json({{"load", 2}}));
-  // sglang-router reads an array and sums num_tokens.
+  // vllm-router reads data["load"] as an integer: vLLM's server load, requests in flight (one
+  // request, however many sequences it asks for). vLLM's own GET /load says the same.
+  EXPECT_EQ(c.get("/get_load").json(), Json({{"load", 1}}));
+  EXPECT_EQ(c.get("/get_load?format=vllm").json(), Json({{"load", 1}}));
+  EXPECT_EQ(c.get("/load").json(), Json({{"server_load", 1}}));
+  // sglang-router reads an array and sums num_tokens: as SGLang's scheduler counts them, the
+  // KV tokens of running sequences plus the prompt tokens of waiting ones (two sequences of a
+  // 17-token prompt).
   const Json sglang = c.get("/get_load?format=sglang").json();
   ASSERT_TRUE(sglang.is_array());
   ASSERT_EQ(sglang.size(), 1u);
-  EXPECT_EQ(sglang[0], Json({{"dp_rank", 0}, {"num_reqs", 2}, {"num_waiting_reqs", 2}, {"num_tokens", 0}}));
+  EXPECT_EQ(sglang[0], Json({{"dp_rank", 0}, {"num_reqs", 2}, {"num_waiting_reqs", 2}, {"num_tokens", 34}}));
   EXPECT_EQ(c.get("/get_load?format=tgi").status, 400);
   h.backend.hold(false);
   EXPECT_EQ(busy.read_reply().status, 200);
+  // The count drops once the engine side lets the request go (right after its last output).
+  for (int i = 0; i < 5000 && c.get("/load").json()["server_load"] != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(c.get("/load").json(), Json({{"server_load", 0}}));
 }
 
 TEST(FleetApi, GetLoadDefaultFollowsTheOperatorsChoice) {
@@ -58,7 +62,7 @@ TEST(FleetApi, ServerAndModelInfoUnderBothNames) {
   TestClient c(h.port());
   for (const char* path : {"/server_info", "/get_server_info"}) {
     const Json info = c.get(path).json();
-    EXPECT_EQ(info["model_path"], "/models/fake") << path;
+    EXPECT_EQ(info["model_path"], "fake") << path;  // no absolute path leaves the server
     EXPECT_EQ(info["served_model_name"], "fake-model");
     EXPECT_EQ(info["version"], "9.9.9");
     EXPECT_EQ(info["max_model_len"], 64);
@@ -67,12 +71,12 @@ TEST(FleetApi, ServerAndModelInfoUnderBothNames) {
     // sglang-router would read a "model" key as model_id: there is none to clash with.
     EXPECT_FALSE(info.contains("model"));
     EXPECT_EQ(info["vllm_config"]["cache_config"]["block_size"], 16);
-    EXPECT_EQ(info["vllm_config"]["model_config"]["model"], "/models/fake");
+    EXPECT_EQ(info["vllm_config"]["model_config"]["model"], "fake");
   }
   for (const char* path : {"/model_info", "/get_model_info"}) {
     const Json info = c.get(path).json();
-    EXPECT_EQ(info["model_path"], "/models/fake") << path;
-    EXPECT_EQ(info["tokenizer_path"], "/models/fake");
+    EXPECT_EQ(info["model_path"], "fake") << path;  // no absolute path leaves the server
+    EXPECT_EQ(info["tokenizer_path"], "fake");
     EXPECT_EQ(info["is_generation"], true);
     EXPECT_EQ(info["model_type"], "llama");
     EXPECT_EQ(info["architectures"], Json::array({"LlamaForCausalLM"}));

@@ -131,14 +131,18 @@ TEST(HttpApi, ErrorsAreOpenAiJsonWithTheRightStatus) {
   EXPECT_EQ(c.get("/health").status, 200);  // the connection survived all of the above
 }
 
-TEST(HttpApi, ApiKeyGuardsOnlyV1) {
+TEST(HttpApi, ApiKeyGuardsAllButThePublicPaths) {
   Harness h("sekret");
   TestClient c(h.port());
   EXPECT_EQ(c.get("/v1/models").status, 401);
   EXPECT_EQ(c.get("/v1/models", "wrong").status, 401);
   EXPECT_EQ(c.get("/v1/models", "sekret").status, 200);
+  EXPECT_EQ(c.post("/tokenize", {{"prompt", "x"}}).status, 401);
+  EXPECT_EQ(c.post("/tokenize", {{"prompt", "x"}}, "sekret").status, 200);
   EXPECT_EQ(c.get("/health").status, 200);
   EXPECT_EQ(c.get("/metrics").status, 200);
+  EXPECT_EQ(c.get("/healthz").status, 404);  // public means exactly those paths
+  EXPECT_EQ(c.get("/nope").status, 404);     // an unknown path outside /v1/ is a 404 either way
 }
 
 TEST(HttpApi, OversizedBodyGets413) {

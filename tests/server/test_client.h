@@ -16,6 +16,12 @@ namespace optimate::server::testing {
 namespace net = boost::asio;
 namespace http = boost::beast::http;
 
+// A POST with a JSON body, as bytes: for requests sent now and answered later.
+inline std::string raw_post(const std::string& target, const std::string& body) {
+  return "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 struct Reply {
   int status = 0;
   std::string body;
