@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the model-file parsers (GGUF, safetensors) with libFuzzer + ASan/UBSan.
+# Bounded fuzzing with libFuzzer + ASan/UBSan of what reads untrusted input: the model-file
+# parsers (GGUF, safetensors), the server's JSON parser and request parsing (client_json), and
+# the structured-output grammar path, limits and compile (grammar).
 #   scripts/fuzz.sh [SECONDS]        # each fuzzer runs SECONDS (default 60)
 # Builds only the fuzz targets (and the libraries they link) in a separate clang build,
 # OPTIMATE_FUZZ_BUILD_DIR (default build-fuzz). Fails when a fuzzer finds a crash, a leak,
@@ -15,11 +17,12 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DOPTIMATE_FUZZ=ON -DOPTIMATE_TESTS=OFF -DOPTIMATE_BENCHMARKS=OFF -DOPTIMATE_CUDA=OFF >/dev/null
 fi
-cmake --build "$build_dir" --target gguf_fuzz safetensors_fuzz -j "$(nproc)"
+fuzzers=(gguf safetensors client_json grammar)
+cmake --build "$build_dir" --target "${fuzzers[@]/%/_fuzz}" -j "$(nproc)"
 
 mkdir -p "$build_dir/findings"
 status=0
-for name in gguf safetensors; do
+for name in "${fuzzers[@]}"; do
   # New inputs go to a scratch corpus so the checked-in seeds stay small.
   work="$build_dir/corpus/$name"
   mkdir -p "$work"

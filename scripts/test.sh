@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole CPU test suite, as CI runs it: set-up, build (the CUDA sources too when nvcc is
-# present, compile only), unit and golden tests, bounded fuzzing of the model-file parsers.
+# present, compile only), unit and golden tests, bounded fuzzing of the model-file parsers, the
+# request parser and the structured-output grammar path.
 # GPU tests live in scripts/gpu-check.sh and run on a machine with a GPU.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,5 +28,5 @@ else
   echo "== vLLM plugin: skipped (no .venv-vllm; scripts/setup-vllm.sh makes it)"
 fi
 
-echo "== fuzzing the GGUF and safetensors parsers (bounded)"
+echo "== fuzzing the model-file parsers, request parsing and the grammar path (bounded)"
 scripts/fuzz.sh "${OPTIMATE_FUZZ_SECONDS:-30}"
