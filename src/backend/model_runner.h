@@ -17,6 +17,7 @@
 
 #include "core/sampling_params.h"
 #include "kv/kv_copy.h"
+#include "kv/host_tier.h"
 #include "kv/kv_format.h"
 #include "kv/kv_layout.h"
 #include "model/model_config.h"
@@ -30,12 +31,16 @@ struct KvCacheShape {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   kv::KvLayout layout;     // slot size, the runner's full precision, what else it holds
-  // Slots per host arena: the host tier (swap space, then the host prefix cache) in host
-  // memory with the same layout; 0: none (kv/kv_copy.h).
-  int64_t num_host_slots = 0;
+  // The host tier in host memory with the same layout, as the runner was built with it: its
+  // swap region, then its host prefix cache (kv/host_tier.h); none when both are 0. The engine
+  // takes this plan as it is.
+  kv::HostTierSlots host_tier;
   // Which space the block pool hands out first (kv/block_pool.h): freed blocks first when the
   // arenas' memory is mapped on first write, so resident memory follows the live blocks.
   kv::FreeSpaceOrder free_order = kv::FreeSpaceOrder::kUntouchedFirst;
+
+  // Slots per host arena (kv/kv_copy.h).
+  int64_t num_host_slots() const { return host_tier.swap + host_tier.prefix; }
 };
 
 // Turns a full-precision block into a quantized one in place: the block keeps its first slot,
@@ -99,7 +104,7 @@ class ModelRunner {
   // Copies blocks between the device arenas and the host tier, after requantize and before the
   // next forward, in the order given (kv/kv_copy.h). A runner may overlap them with its next
   // steps, as long as a step that touches a copied block sees the copy done. A runner without
-  // a host tier (kv_shape().num_host_slots 0) never gets copies; this default refuses any.
+  // a host tier (kv_shape().num_host_slots() 0) never gets copies; this default refuses any.
   virtual void copy_kv(std::span<const kv::KvCopy> copies) {
     kv::check_copies(copies, kv_shape().num_blocks, /*host_slots=*/0);
   }

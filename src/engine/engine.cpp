@@ -51,9 +51,8 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.kv_layout = shape.layout;
   s.kv_free_order = shape.free_order;
   s.eos_token_ids = runner.config().eos_token_ids;
-  // The host tier the settings ask for, within what the runner allocated.
-  s.host_slots = kv::plan_host_tier(gib_bytes(c.swap_space), c.enable_prefix_caching ? gib_bytes(c.host_prefix_cache_space) : 0,
-                                    shape.num_layers, shape.layout, shape.num_host_slots);
+  // The host tier as the runner was built with it (create_engine_parts planned it).
+  s.host_slots = shape.host_tier;
   s.kv_bytes_per_slot = 2 * shape.num_layers * shape.layout.slot_bytes;
   s.host_link_bytes_per_s = runner.host_link_bytes_per_s();
   s.preemption_mode = optim::parse_preemption_setting(c.preemption_mode);

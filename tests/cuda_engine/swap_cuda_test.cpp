@@ -36,7 +36,6 @@ Engine make_engine(const LoadedModel& m, const Setup& s) {
   o.max_num_batched_tokens = 256;
   o.max_model_len = 1024;
   o.num_kv_blocks = s.num_kv_blocks;
-  o.num_host_slots = kHostSlots;
   o.kv_cache_dtype = kv::parse_kv_precision(s.kv_cache_dtype, kv::KvPrecision::kBF16);
   o.gpu_memory_utilization = 0.5;
   EngineConfig e;
@@ -50,6 +49,9 @@ Engine make_engine(const LoadedModel& m, const Setup& s) {
   e.swap_space = s.mode == "recompute" ? 0.0 : 1.0;  // the runner's 1024 host slots bound it
   e.enable_prefix_caching = s.host_prefix_gib > 0.0;
   e.host_prefix_cache_space = s.host_prefix_gib;
+  // The host tier within kHostSlots slots, swap region first.
+  o.host_tier = kv::plan_host_tier(gib_bytes(e.swap_space), gib_bytes(e.host_prefix_cache_space), m.config.num_layers,
+                                   cuda::CudaModelRunner::plan_layout(m.config, o), kHostSlots);
   EngineParts parts;
   parts.runner = std::make_unique<cuda::CudaModelRunner>(m, o);
   return Engine(e, std::move(parts));

@@ -45,7 +45,7 @@ inline Engine make_fake_engine(const FakeEngineOptions& o = {},
   c.preemption_mode = o.preemption_mode;
   EngineParts parts;
   parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size, 4096,
-                                                   o.host_swap_blocks + o.host_prefix_blocks);
+                                                   kv::HostTierSlots{o.host_swap_blocks, o.host_prefix_blocks});
   parts.codec = std::make_shared<FakeCodec>();
   parts.clock = std::move(clock);
   return Engine(c, std::move(parts));

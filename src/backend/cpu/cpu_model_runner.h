@@ -41,7 +41,7 @@ CpuActivations parse_cpu_activations(std::string_view name);
 
 struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
-  int64_t num_host_slots = 0; // the host tier's slots (a second set of arenas; kv/kv_copy.h)
+  kv::HostTierSlots host_tier; // the host tier's regions (a second set of arenas; kv/host_tier.h)
   int64_t block_size = 16;    // tokens per block
   // The cache's precision (f32, bf16, or fp8/int8/int4 for a static quantized cache) and, for
   // a cache the kv_quant optimizer may requantize, the finest precision it may use.

@@ -267,7 +267,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
   if (st.weights.fp8()) st.fp8_gemm = std::make_unique<Fp8Gemm>(T, runner_fp8_max_k(c));
-  st.kv_shape.num_host_slots = options.num_host_slots;
+  st.kv_shape.host_tier = options.host_tier;
   init_host_tier(st);
 }
 

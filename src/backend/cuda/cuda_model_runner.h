@@ -28,9 +28,9 @@ struct CudaRunnerOptions {
   // KV slots per arena (KvCacheShape::num_blocks; whole pages of a dynamic cache); 0: as many
   // as the memory plan allows.
   int64_t num_kv_blocks = 0;
-  // Slots of the host tier (swap space and host prefix cache), pinned host memory with the
-  // cache's layout; 0: none.
-  int64_t num_host_slots = 0;
+  // The host tier (swap space, then host prefix cache), pinned host memory with the cache's
+  // layout; none when both are 0.
+  kv::HostTierSlots host_tier;
   // The cache's precision (kv/kv_layout.h's base): bf16, or fp8, int8, int4 for a cache
   // quantized from the start. f32 is refused: the runner's own precision is bf16.
   kv::KvPrecision kv_cache_dtype = kv::KvPrecision::kBF16;
