@@ -7,7 +7,7 @@
 #include <deque>
 #include <memory>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "core/clock.h"
 
 namespace optimate::bench {

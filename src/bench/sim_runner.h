@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "bench/cost_model.h"
 #include "core/clock.h"
 #include "kv/copy_tracker.h"

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "config/config_diff.h"
 #include "config/engine_config.h"
 #include "core/clock.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "core/error.h"
 #include "engine/text_codec.h"
 

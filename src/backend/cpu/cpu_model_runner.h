@@ -23,7 +23,7 @@
 #include "backend/cpu/micro_batches.h"
 #include "backend/cpu/q8_activations.h"
 #include "model/fp8_quant.h"
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
 #include "parallel/tp_partition.h"

@@ -11,7 +11,7 @@
 
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/memory_plan.h"
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "model/fp8_quant.h"
 #include "model/weights.h"
 #include "parallel/tp_partition.h"
