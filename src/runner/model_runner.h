@@ -6,8 +6,11 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
+#include "core/kernel_family.h"
 #include "model/model_config.h"
 #include "runner/step_batch.h"
 
@@ -63,6 +66,14 @@ class ModelRunner {
   // Asks for the next step to be timed by stage (a step so timed may run slower: a GPU runner
   // records an event per stage and launches it eagerly). Runners that cannot ignore it.
   virtual void time_next_step_by_stage() {}
+  // The kernel families the runner switches between at run time (core/kernel_family.h), each
+  // on its stable variant until set_kernel_variant says otherwise; none by default.
+  virtual std::vector<KernelFamily> kernel_families() const { return {}; }
+  // Runs `variant` of `family` from the next step on. Error(kInvalidArgument) for a family or a
+  // variant kernel_families() does not list.
+  virtual void set_kernel_variant(std::string_view family, std::string_view variant) {
+    fail(ErrorCode::kInvalidArgument, "this runner has no kernel family '{}'", family);
+  }
   // What the runner measured of its last forward (or last collected launch); false when it measures nothing (the CPU
   // runner, whose steps are the host's time).
   virtual bool last_step_device_times(StepDeviceTimes& out) const { return false; }

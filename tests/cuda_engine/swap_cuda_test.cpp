@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "cuda/test_util.h"
 #include "cuda_engine/decisive_model.h"
+#include "cuda_engine/small_engine.h"
 #include "engine/engine.h"
 
 namespace optimate {
@@ -31,19 +32,9 @@ struct Setup {
 };
 
 Engine make_engine(const LoadedModel& m, const Setup& s) {
-  cuda::CudaRunnerOptions o;
-  o.max_num_seqs = 48;
-  o.max_num_batched_tokens = 256;
-  o.max_model_len = 1024;
-  o.num_kv_blocks = s.num_kv_blocks;
+  cuda::CudaRunnerOptions o = cuda_engine_testing::small_runner_options(s.num_kv_blocks);
   o.kv_cache_dtype = kv::parse_kv_precision(s.kv_cache_dtype, kv::KvPrecision::kBF16);
-  o.gpu_memory_utilization = 0.5;
-  EngineConfig e;
-  e.max_num_seqs = 48;
-  e.max_num_batched_tokens = 256;
-  e.max_model_len = 1024;
-  e.block_size = kBlockSize;
-  e.num_kv_blocks = s.num_kv_blocks;
+  EngineConfig e = cuda_engine_testing::small_engine_config(s.num_kv_blocks, kBlockSize);
   e.kv_cache_dtype = s.kv_cache_dtype;
   e.preemption_mode = s.mode;
   e.swap_space = s.mode == "recompute" ? 0.0 : 1.0;  // the runner's 1024 host slots bound it

@@ -73,6 +73,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
          describe_cpu_features());
   activations_ = options.activations;
   isa_ = options.isa.value_or(best_cpu_isa());
+  built_isa_ = isa_;
   num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
   if (options.max_step_tokens < 0)
     fail(ErrorCode::kInvalidArgument, "max_step_tokens must be >= 0, got {}", options.max_step_tokens);
@@ -124,6 +125,19 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
         static_cast<size_t>(2 * config_.num_layers * kv_shape_.num_host_slots() * kv_shape_.layout.slot_bytes));
     host_link_bytes_per_s_ = measure_memcpy_bytes_per_s();
   }
+}
+
+std::vector<KernelFamily> CpuModelRunner::kernel_families() const {
+  const std::vector<CpuIsa> isas = supported_cpu_isas();
+  if (activations_ != CpuActivations::kQ8 || isas.size() < 2) return {};
+  KernelFamily f{"q8_kernel", {}, std::string(cpu_isa_name(built_isa_))};
+  for (CpuIsa isa : isas) f.variants.emplace_back(cpu_isa_name(isa));
+  return {f};
+}
+
+void CpuModelRunner::set_kernel_variant(std::string_view family, std::string_view variant) {
+  if (family != "q8_kernel" || kernel_families().empty()) return ModelRunner::set_kernel_variant(family, variant);
+  isa_ = parse_cpu_isa(variant);
 }
 
 void CpuModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {

@@ -91,6 +91,10 @@ class CpuModelRunner final : public ModelRunner {
   int num_threads() const { return num_threads_; }
   CpuActivations activations() const { return activations_; }
   CpuIsa isa() const { return isa_; }
+  // q8_kernel (q8 activations on a processor with more than one instruction set): the
+  // instruction set the runner was built with is the stable variant.
+  std::vector<KernelFamily> kernel_families() const override;
+  void set_kernel_variant(std::string_view family, std::string_view variant) override;
   int64_t weight_bytes() const override { return weights_.bytes(); }
   // The KV layout these options give (a function of the model's shape and the precisions).
   static kv::KvLayout plan_layout(const ModelConfig& config, const CpuRunnerOptions& options);
@@ -139,6 +143,7 @@ class CpuModelRunner final : public ModelRunner {
   std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
   CpuActivations activations_ = CpuActivations::kQ8;
   CpuIsa isa_ = CpuIsa::kAvx2;
+  CpuIsa built_isa_ = CpuIsa::kAvx2;  // the q8_kernel family's stable variant
   CpuWeights weights_;
   std::vector<float> inv_freq_;  // (head_dim / 2)
   // Per layer, K and V arenas of num_blocks slots (kv/kv_format.h gives each block's bytes).

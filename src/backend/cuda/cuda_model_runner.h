@@ -128,6 +128,11 @@ class CudaModelRunner final : public ModelRunner {
   void set_launch_options(bool fused_decode, bool programmatic_launch);
   // Switches CudaRunnerOptions::fused_elementwise; drops captured graphs likewise.
   void set_fused_elementwise(bool fused);
+  // sampling (fused, the stable one, or unfused: sampling.h's two implementations) and
+  // elementwise (fused or separate, the one the options gave stable); none on a rank of a
+  // tensor-parallel group.
+  std::vector<KernelFamily> kernel_families() const override;
+  void set_kernel_variant(std::string_view family, std::string_view variant) override;
 
   // Times each stage of eager steps (graphs are not replayed while on); see stage_timer.h.
   void set_stage_timing(bool enabled);
