@@ -26,7 +26,7 @@
 #                             (scripts/gpu-serving.sh; OPTIMATE_SERVING_VARIANTS, default
 #                             "bf16 fp8"), with the server's own profile of each run
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
-#   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
+#   python.log                the Python package on the GPU (tests/python_package/gpu_check.sh)
 #   adaptive/ adaptive.log    the adaptive controller against the default configuration on
 #                             configs/workloads/phases-h200.toml (optimate bench, ~8 minutes)
 #   tp_tests.log tp_tests.json tp_bench.json tp_bench.log tp-offline-N/ tp-offline-N.log  the `tp`
@@ -398,7 +398,7 @@ note "calibrate exit $calibrate_status"
 python_status=0
 if want python; then
   note "== the Python package on the GPU"
-  "$root/tests/python_api/gpu_check.sh" "${build}-python" >"$out/python.log" 2>&1
+  "$root/tests/python_package/gpu_check.sh" "${build}-python" >"$out/python.log" 2>&1
   python_status=$?
   tail -3 "$out/python.log" | tee -a "$summary"
   note "python exit $python_status"
