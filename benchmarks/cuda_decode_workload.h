@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "model/model_config.h"
 
 namespace optimate::cuda::bench {

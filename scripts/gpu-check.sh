@@ -26,7 +26,7 @@
 #                             (scripts/gpu-serving.sh; OPTIMATE_SERVING_VARIANTS, default
 #                             "bf16 fp8"), with the server's own profile of each run
 #   h200-llama3-8b.json calibrate.log  the sim backend's profile, measured (bench --calibrate)
-#   python.log                the Python package on the GPU (tests/python_api/gpu_check.sh)
+#   python.log                the Python package on the GPU (tests/python_package/gpu_check.sh)
 #   adaptive/ adaptive.log    the adaptive controller against the default configuration on
 #                             configs/workloads/phases-h200.toml (optimate bench, ~8 minutes)
 #   tp_tests.log tp_tests.json tp_bench.json tp_bench.log tp-offline-N/ tp-offline-N.log  the `tp`
@@ -42,14 +42,17 @@
 #   elementwise_tests.log/json elementwise.json elementwise.txt  the `elementwise` stage
 #                             (scripts/gpu-elementwise.sh): the GEMM path's elementwise kernels,
 #                             their tests and the current kernels against the baseline
+#   kernels_tests.log/json    the `kernels` stage: kernel variants and their failover (KernelsOnCuda)
 #   gemv_tests.log gemv_tests.json gemv.json gemv.log  the `gemv` stage: the decode GEMV tests
 #                             (every kernel, bf16 and FP8) and cuda_decode_bench --only gemv
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv and serving): the stages to run after the build, of
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving and kernels): the stages
+#   to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise gemv serving
+#   elementwise gemv serving kernels
+# kernels: the kernel variants' tests on the GPU (KernelsOnCuda), which `engine` also runs.
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -349,6 +352,18 @@ elif want swap; then
   grep -E "^\||host KV tier" "$out/swap.log" | head -12 | tee -a "$summary"
   tail -3 "$out/swap.log"
 fi
+kernels_status=0
+if want kernels && [[ $full -eq 0 ]]; then
+  skipped kernels
+  kernels_status=1
+elif want kernels; then
+  note "== kernel variants: the unfused sampler and separate elementwise kernels, and the failover of a misbehaving one"
+  "$build/tests/test_cuda_engine" --gtest_filter='KernelsOnCuda.*' --gtest_output="json:$out/kernels_tests.json" \
+    >"$out/kernels_tests.log" 2>&1
+  kernels_status=$?
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/kernels_tests.log" | tee -a "$summary"
+  grep -E "Failure|Expected|Which is|falls back" "$out/kernels_tests.log" | head -20 | tee -a "$summary"
+fi
 if want overload && [[ $full -eq 0 ]]; then
   skipped overload
   overload_status=1
@@ -383,7 +398,7 @@ note "calibrate exit $calibrate_status"
 python_status=0
 if want python; then
   note "== the Python package on the GPU"
-  "$root/tests/python_api/gpu_check.sh" "${build}-python" >"$out/python.log" 2>&1
+  "$root/tests/python_package/gpu_check.sh" "${build}-python" >"$out/python.log" 2>&1
   python_status=$?
   tail -3 "$out/python.log" | tee -a "$summary"
   note "python exit $python_status"
@@ -453,5 +468,5 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status"
-[[ $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status, kernels exit $kernels_status"
+[[ $kernels_status -eq 0 && $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -62,7 +62,7 @@ if [ "$(cat "$xgrammar_dir/VERSION" 2>/dev/null)" != "$xgrammar_version" ]; then
 fi
 
 # The Python package's extension builds with the project's virtual environment (shared with
-# tests/python) and its nanobind; its tests run from there too.
+# tests/live_server) and its nanobind; its tests run from there too.
 venv=${OPTIMATE_VENV:-$root/.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 stamp=$venv/.optimate-python-package

@@ -13,10 +13,10 @@ echo "== unit and golden tests"
 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" -L cpu
 
 echo "== live server suite (official openai client, hostile input, Prometheus, load)"
-OPTIMATE_BIN="$build_dir/optimate" tests/python/run.sh
+OPTIMATE_BIN="$build_dir/optimate" tests/live_server/run.sh
 
 echo "== Python package (the in-process engine, on the embedded model)"
-OPTIMATE_BUILD_DIR="$build_dir" tests/python_api/run.sh
+OPTIMATE_BUILD_DIR="$build_dir" tests/python_package/run.sh
 
 # vLLM's scheduler with Optimate's optimizers: vLLM comes in its own environment (~8 GB, ~6.5
 # minutes to install), made when OPTIMATE_INSTALL_VLLM=1 (CI sets it) and used when present.

@@ -77,14 +77,11 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
   if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
   // The host tier the settings ask for, when the profile can time its copies.
   const kv::KvLayout layout = SimModelRunner::plan_layout(profile);
-  const kv::HostTierSlots host =
-      profile.host_link_bytes_per_s > 0.0
-          ? kv::plan_host_tier(gib_bytes(config.swap_space),
-                               config.enable_prefix_caching ? gib_bytes(config.host_prefix_cache_space) : 0,
-                               profile.model.num_layers, layout)
-          : kv::HostTierSlots{};
+  const kv::HostTierSlots host = profile.host_link_bytes_per_s > 0.0
+                                      ? plan_host_tier(config, profile.model.num_layers, layout)
+                                      : kv::HostTierSlots{};
   auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host.swap + host.prefix), b.clock);
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host), b.clock);
   b.observer = observed.get();
   EngineParts parts;
   parts.runner = std::move(observed);

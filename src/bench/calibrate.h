@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "bench/calibration_fit.h"
 #include "bench/calibration_grid.h"
 #include "bench/cpu_peaks.h"

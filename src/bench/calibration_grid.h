@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "bench/cost_model.h"
 #include "core/clock.h"
 

@@ -7,7 +7,7 @@
 #include <deque>
 #include <memory>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "core/clock.h"
 
 namespace optimate::bench {
@@ -27,6 +27,10 @@ class ObservedRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return inner_->config(); }
   const KvCacheShape& kv_shape() const override { return inner_->kv_shape(); }
+  std::vector<KernelFamily> kernel_families() const override { return inner_->kernel_families(); }
+  void set_kernel_variant(std::string_view family, std::string_view variant) override {
+    inner_->set_kernel_variant(family, variant);
+  }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override {
     const int64_t start = clock_->now_ns();
     inner_->forward(batch, logits);

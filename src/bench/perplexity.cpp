@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "core/error.h"
 #include "engine/engine.h"
 

@@ -16,7 +16,7 @@ kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p) {
 }
 
 SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock,
-                               int64_t logits_vocab_size, int64_t num_host_slots)
+                               int64_t logits_vocab_size, kv::HostTierSlots host_tier)
     : cost_(std::move(profile)),
       clock_(std::move(clock)),
       copies_(plan_layout(cost_.profile()), cost_.profile().num_kv_blocks) {
@@ -24,7 +24,7 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   if (logits_vocab_size < 2)
     fail(ErrorCode::kInvalidArgument, "simulated vocabulary size must be >= 2, got {}", logits_vocab_size);
   const CostProfile& p = cost_.profile();
-  if (num_host_slots > 0 && !(p.host_link_bytes_per_s > 0.0))
+  if (host_tier.swap + host_tier.prefix > 0 && !(p.host_link_bytes_per_s > 0.0))
     fail(ErrorCode::kInvalidArgument, "profile {} has no host_link_bytes_per_s: the simulated backend cannot time "
          "copies to host memory", p.name);
   config_ = p.model;
@@ -32,11 +32,11 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_.eos_token_ids.clear();
   kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
-               .head_dim = p.model.head_dim, .layout = plan_layout(p), .num_host_slots = num_host_slots};
+               .head_dim = p.model.head_dim, .layout = plan_layout(p), .host_tier = host_tier};
 }
 
 void SimModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
-  kv::check_copies(copies, kv_shape_.num_blocks, kv_shape_.num_host_slots);
+  kv::check_copies(copies, kv_shape_.num_blocks, kv_shape_.num_host_slots());
   if (copies.empty()) return;
   int64_t bytes = 0;
   for (const kv::KvCopy& c : copies) bytes += kv::copy_bytes(c, kv_shape_.num_layers, kv_shape_.layout.slot_bytes);

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "bench/cost_model.h"
 #include "core/clock.h"
 #include "kv/copy_tracker.h"
@@ -26,7 +26,7 @@ class SimModelRunner final : public ModelRunner {
   // cost still uses the profile's vocabulary. Rows are all zero, so greedy sampling picks token
   // 0; the model has no EOS, so every request runs to max_tokens.
   SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
-                 int64_t num_host_slots = 0);
+                 kv::HostTierSlots host_tier = {});
   // The KV layout a profile gives (its bytes per element name the precision).
   static kv::KvLayout plan_layout(const CostProfile& profile);
 
@@ -35,7 +35,7 @@ class SimModelRunner final : public ModelRunner {
   // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it).
   void requantize(std::span<const RequantizeOp>) override {}
   void copy_kv(std::span<const kv::KvCopy> copies) override;
-  double host_link_bytes_per_s() const override { return kv_shape_.num_host_slots > 0 ? cost_.profile().host_link_bytes_per_s : 0.0; }
+  double host_link_bytes_per_s() const override { return kv_shape_.num_host_slots() > 0 ? cost_.profile().host_link_bytes_per_s : 0.0; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
   // Greedy rows draw token 0 (the argmax of an all-zero row) without building the logits, as
   // a GPU backend samples on the device; a step with any other row returns false and goes

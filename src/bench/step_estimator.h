@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "bench/cost_model.h"
 #include "engine/throughput_guard.h"
 

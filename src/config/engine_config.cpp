@@ -5,6 +5,7 @@
 #include "config/settings.h"
 #include "config/toml_text.h"
 #include "core/error.h"
+#include "core/logging.h"
 
 namespace optimate {
 
@@ -47,6 +48,22 @@ std::string EngineConfig::to_toml(bool only_changed) const {
     for (const auto& [key, value] : spec.options) os << key << " = " << option_toml(value) << "\n";
   }
   return os.str();
+}
+
+kv::HostTierSlots plan_host_tier(const EngineConfig& config, int64_t num_layers, const kv::KvLayout& layout,
+                                 int64_t cap_bytes) {
+  // Recompute never swaps: no host memory is set aside for it.
+  double swap = config.preemption_mode == "recompute" ? 0.0 : static_cast<double>(gib_bytes(config.swap_space));
+  double prefix =
+      config.enable_prefix_caching ? static_cast<double>(gib_bytes(config.host_prefix_cache_space)) : 0.0;
+  if (cap_bytes > 0 && swap + prefix > static_cast<double>(cap_bytes)) {
+    const double scale = static_cast<double>(cap_bytes) / (swap + prefix);
+    spdlog::info("host KV tier: {:.2f} GiB asked, {:.2f} GiB given", (swap + prefix) / 1073741824.0,
+                 static_cast<double>(cap_bytes) / 1073741824.0);
+    swap *= scale;
+    prefix *= scale;
+  }
+  return kv::plan_host_tier(static_cast<int64_t>(swap), static_cast<int64_t>(prefix), num_layers, layout);
 }
 
 }  // namespace optimate

@@ -11,6 +11,7 @@
 
 #include "config/optimizer_options.h"
 #include "core/priority_order.h"
+#include "kv/host_tier.h"
 
 namespace optimate {
 
@@ -41,6 +42,11 @@ std::string option_toml(const OptionValue& value);
 int64_t parse_byte_size(std::string_view text, std::string_view what);
 // A setting given in GiB (swap_space, host_prefix_cache_space), in bytes.
 inline int64_t gib_bytes(double gib) { return static_cast<int64_t>(gib * 1073741824.0); }
+// The host tier `config` asks for, in whole pages of `layout` (K and V of `num_layers` layers a
+// slot): recompute reserves no swap space; `cap_bytes` (> 0) bounds the two regions together,
+// each shrunk in proportion. A runner is built with this plan and the engine takes it from there.
+kv::HostTierSlots plan_host_tier(const EngineConfig& config, int64_t num_layers, const kv::KvLayout& layout,
+                                 int64_t cap_bytes = 0);
 // "name" or "name:key=value,key=value"; values parse as bool, integer, float, else string.
 OptimizerSpec parse_optimizer_flag(std::string_view text);
 

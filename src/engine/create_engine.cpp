@@ -71,23 +71,6 @@ std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
   return std::nullopt;
 }
 
-// The host tier's slots the settings ask for; `cap_bytes` (> 0) bounds the two regions
-// together, each shrunk in proportion.
-kv::HostTierSlots host_tier_slots(const EngineArgs& args, const ModelConfig& mc, const kv::KvLayout& layout,
-                                  int64_t cap_bytes) {
-  // Recompute never swaps: no host memory is set aside for it.
-  double swap = args.preemption_mode == "recompute" ? 0.0 : static_cast<double>(gib_bytes(args.swap_space));
-  double prefix = args.enable_prefix_caching ? static_cast<double>(gib_bytes(args.host_prefix_cache_space)) : 0.0;
-  if (cap_bytes > 0 && swap + prefix > static_cast<double>(cap_bytes)) {
-    const double scale = static_cast<double>(cap_bytes) / (swap + prefix);
-    spdlog::info("host KV tier: {:.2f} GiB asked, {:.2f} GiB given (a quarter of available memory)",
-                 (swap + prefix) / 1073741824.0, cap_bytes / 1073741824.0);
-    swap *= scale;
-    prefix *= scale;
-  }
-  return kv::plan_host_tier(static_cast<int64_t>(swap), static_cast<int64_t>(prefix), mc.num_layers, layout);
-}
-
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
@@ -112,9 +95,9 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
            2 * mc.num_layers * layout.slot_bytes * slots_per_block},
       options.num_threads > 0 ? options.num_threads : omp_get_max_threads());
   options.num_kv_blocks = fixed_slots > 0 ? fixed_slots : plan.num_kv_blocks * slots_per_block;
-  const kv::HostTierSlots host = host_tier_slots(
-      args, mc, layout, static_cast<int64_t>(cpu::kKvShareOfAvailable * static_cast<double>(cpu::available_memory_bytes())));
-  options.num_host_slots = host.swap + host.prefix;
+  // At most a quarter of available memory, as the device cache.
+  options.host_tier = plan_host_tier(
+      args, mc.num_layers, layout, static_cast<int64_t>(cpu::kKvShareOfAvailable * static_cast<double>(cpu::available_memory_bytes())));
   if (args.tensor_parallel_size > 1) {
     // The whole model's cache, split by heads: every rank holds the same slots of its own heads.
     auto runner = cpu::make_cpu_tp_runner(mc, model.weights, options, static_cast<int>(args.tensor_parallel_size));
@@ -141,8 +124,7 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest_precision = kv_quant_precision(args);
   options.quantization = parse_weight_quantization(args.quantization);
-  const kv::HostTierSlots host = host_tier_slots(args, model.config, cuda::CudaModelRunner::plan_layout(model.config, options), 0);
-  options.num_host_slots = host.swap + host.prefix;
+  options.host_tier = plan_host_tier(args, model.config.num_layers, cuda::CudaModelRunner::plan_layout(model.config, options));
   if (args.tensor_parallel_size > 1) {
     // One GPU a rank over NCCL, each rank's memory plan on its own GPU.
     const cuda::CudaTpOptions tp{.num_ranks = static_cast<int>(args.tensor_parallel_size)};

@@ -51,9 +51,8 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.kv_layout = shape.layout;
   s.kv_free_order = shape.free_order;
   s.eos_token_ids = runner.config().eos_token_ids;
-  // The host tier the settings ask for, within what the runner allocated.
-  s.host_slots = kv::plan_host_tier(gib_bytes(c.swap_space), c.enable_prefix_caching ? gib_bytes(c.host_prefix_cache_space) : 0,
-                                    shape.num_layers, shape.layout, shape.num_host_slots);
+  // The host tier as the runner was built with it (create_engine_parts planned it).
+  s.host_slots = shape.host_tier;
   s.kv_bytes_per_slot = 2 * shape.num_layers * shape.layout.slot_bytes;
   s.host_link_bytes_per_s = runner.host_link_bytes_per_s();
   s.preemption_mode = optim::parse_preemption_setting(c.preemption_mode);
@@ -79,6 +78,8 @@ Engine::Engine(EngineConfig config, EngineParts parts)
   guard_->engine_clock = clock_;
   guard_->decisions = decisions_;
   optimizers_ = std::make_unique<OptimizerSet>(std::move(parts.registry), build_context(), guard_);
+  kernels_ = std::make_unique<KernelGuard>(*runner_);
+  check_kernels(config_.optimizers);
   optimizers_->configure(config_.optimizers);
   scheduler_ = std::make_unique<sched::Scheduler>(scheduler_config(config_, *runner_),
                                                   optimizers_->policies(), *clock_);
@@ -266,6 +267,20 @@ void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
   }
 }
 
+void Engine::run_once(const sched::StepPlan& plan, const ForwardBatch& batch, sched::StepResult& result) {
+  logits_.clear();
+  if (!sample_on_device(plan, batch, result)) {
+    matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
+    runner_->forward(batch, logits_);
+    matchers_.wait();
+    phase("forward");
+    sample(plan, result);
+    phase("sample");
+  } else {
+    phase("forward");
+  }
+}
+
 void Engine::finish_output(RequestOutput& out) {
   prompt_logprobs_.attach(out);
   if (matchers_.empty()) return;
@@ -336,7 +351,9 @@ std::vector<RequestOutput> Engine::step() {
   // A step that cannot overlap the one in flight waits for it first, and is planned on its tokens.
   // Decided once: finishing the step in flight counts a step, which moves wants_stages().
   const bool timed = profiler_.wants_stages();
-  const bool overlap = config_.async_scheduling && runner_launches_ && host_sampled_.empty() && !timed;
+  // A watched kernel variant runs its steps one at a time, so a bad one can run again.
+  const bool overlap =
+      config_.async_scheduling && runner_launches_ && host_sampled_.empty() && !timed && !kernels_->watching();
   if (in_flight_ && !overlap) finish_in_flight(out);
   const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
   const int64_t schedule_ns = clock_->now_ns();
@@ -386,16 +403,7 @@ std::vector<RequestOutput> Engine::step() {
   // The step runs on the device once the one collected above is done, at the earliest.
   const int64_t step_start_ns = std::max(start_ns, last_collect_ns_);
   sched::StepResult result;
-  if (!sample_on_device(plan, batch, result)) {
-    matchers_.start_masks(plan, *scheduler_, runner_->config().vocab_size);  // while the runner computes
-    runner_->forward(batch, logits_);
-    matchers_.wait();
-    phase("forward");
-    sample(plan, result);
-    phase("sample");
-  } else {
-    phase("forward");
-  }
+  run_step(plan, batch, result);
   profiler_.on_step(step_kind(batch), runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
   const size_t first = out.size();
   for (RequestOutput& o : scheduler_->update(plan, result)) {

@@ -15,12 +15,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "config/config_diff.h"
 #include "config/engine_config.h"
 #include "core/clock.h"
 #include "engine/decision_log.h"
 #include "engine/engine_stats.h"
+#include "engine/kernel_guard.h"
 #include "engine/metrics_window.h"
 #include "engine/optimizer_set.h"
 #include "engine/output_processor.h"
@@ -140,6 +141,14 @@ class Engine {
 
  private:
   void apply_policies();
+  // The kernels policy's choice onto the runner (engine_kernels.cpp); Error for a choice of
+  // `specs` the runner cannot run.
+  void apply_kernels();
+  void check_kernels(const std::vector<OptimizerSpec>& specs) const;
+  // The step's forward pass and sampling; under a watched kernel variant that misbehaves, the
+  // kernels optimizer falls back and the step runs again on the stable kernels.
+  void run_step(const sched::StepPlan& plan, const ForwardBatch& batch, sched::StepResult& result);
+  void run_once(const sched::StepPlan& plan, const ForwardBatch& batch, sched::StepResult& result);
   optim::BuildContext build_context() const;
   void apply_hot_settings();
   // Disables optimizers whose guards found a fault during the last step (engine_optimizers.cpp).
@@ -185,6 +194,7 @@ class Engine {
   std::shared_ptr<const Clock> clock_;
   std::shared_ptr<GuardContext> guard_;
   std::unique_ptr<OptimizerSet> optimizers_;
+  std::unique_ptr<KernelGuard> kernels_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<MetricsWindow> window_;  // while a controller runs
   StepEstimator step_estimator_;

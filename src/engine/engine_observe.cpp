@@ -18,10 +18,10 @@ void Engine::observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t
     for (const RequestOutput& o : outputs) window_->on_output(o, end_ns);
   }
   if (!step_estimator_ || config_.optimizer_min_throughput_ratio <= 0) return;
-  // Only optimizers that shape how a step runs (its KV precision, its sampling) can slow it.
+  // Only optimizers that shape how a step runs (its KV precision, its kernels) can slow it.
   std::vector<std::string> shapers;
-  for (PolicySlot slot : {PolicySlot::kKv, PolicySlot::kSampler})
-    if (const std::string& owner = optimizers_->owner(slot); !owner.empty() &&
+  for (const optim::PolicySlotInfo& info : optim::kPolicySlots)
+    if (const std::string& owner = optimizers_->owner(info.slot); info.shapes_steps && !owner.empty() &&
         std::find(shapers.begin(), shapers.end(), owner) == shapers.end())
       shapers.push_back(owner);
   throughput_.on_step(static_cast<double>(end_ns - start_ns) * 1e-9, estimated_s, !shapers.empty());

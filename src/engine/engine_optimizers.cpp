@@ -33,9 +33,11 @@ void Engine::apply_policies() {
     next_tick_ns_ = 0;
   }
   throughput_.reset_shaped();
+  apply_kernels();
 }
 
 void Engine::set_optimizer(const OptimizerSpec& spec) {
+  if (spec.enabled) check_kernels({spec});
   optimizers_->set(spec);
   config_.optimizers = optimizers_->good_configuration();
   apply_policies();
@@ -119,7 +121,7 @@ void Engine::restore_optimizers() {
 ConfigApplyReport Engine::apply_config(const EngineConfig& next) {
   // Everything is checked before anything changes.
   next.validate();
-  optimizers_->validate(next.optimizers);
+  check_kernels(next.optimizers);
   const StepCapacity capacity = runner_->capacity();
   if (next.max_num_seqs > capacity.max_num_seqs || next.max_num_batched_tokens > capacity.max_num_batched_tokens)
     fail(ErrorCode::kInvalidArgument,

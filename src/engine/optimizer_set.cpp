@@ -32,8 +32,8 @@ OptimizerSet::Entry* OptimizerSet::find(const std::string& name) {
   return nullptr;
 }
 
-void OptimizerSet::validate(const std::vector<OptimizerSpec>& specs) const {
-  registry_.build_all(specs, context_);
+optim::PolicySet OptimizerSet::validate(const std::vector<OptimizerSpec>& specs) const {
+  return registry_.build_all(specs, context_);
 }
 
 void OptimizerSet::configure(const std::vector<OptimizerSpec>& specs) {
@@ -124,29 +124,18 @@ void OptimizerSet::rebuild() {
   for (const Entry& e : entries_)
     if (e.spec.enabled) guarded.emplace_back(e.spec.name, guard_policies(e.built, health(e.spec.name, false), &baselines_, guard_));
   optim::PolicySet merged = optim::merge_policy_sets(guarded);
-  std::array<std::string, 6> owners;
-  for (const auto& [name, set] : guarded) {
-    if (set.queue) owners[0] = name;
-    if (set.batch) owners[1] = name;
-    if (set.preempt) owners[2] = name;
-    if (set.kv) owners[3] = name;
-    if (set.sampler) owners[4] = name;
-    if (set.controller) owners[5] = name;
-  }
+  std::array<std::string, optim::kNumPolicySlots> owners;
+  for (const auto& [name, set] : guarded)
+    for (const optim::PolicySlotInfo& info : optim::kPolicySlots)
+      if (set.at(info.slot)) owners[static_cast<size_t>(info.slot)] = name;
   // Each empty slot gets its baseline, guarded for its time (its errors propagate: there is
   // nothing below a baseline).
-  auto fill = [&]<typename P>(std::shared_ptr<P> optim::PolicySet::*slot) {
-    if (merged.*slot) return;
-    optim::PolicySet one;
-    one.*slot = baselines_.*slot;
-    const auto h = health(std::string((baselines_.*slot)->name()), true);
-    merged.*slot = guard_policies(one, h, nullptr, guard_).*slot;
-  };
-  fill(&optim::PolicySet::queue);
-  fill(&optim::PolicySet::batch);
-  fill(&optim::PolicySet::preempt);
-  fill(&optim::PolicySet::kv);
-  fill(&optim::PolicySet::sampler);
+  for (const optim::PolicySlotInfo& info : optim::kPolicySlots) {
+    const optim::Policy* base = baselines_.at(info.slot);
+    if (merged.at(info.slot) || !base) continue;
+    const auto h = health(std::string(base->name()), true);
+    merged = optim::merge_policy_sets({{"", merged}, {"", guard_policies(baselines_.only(info.slot), h, nullptr, guard_)}});
+  }
   merged_ = std::move(merged);
   owners_ = std::move(owners);
 }
@@ -170,18 +159,15 @@ std::vector<OptimizerState> OptimizerSet::states() const {
     out.push_back(std::move(s));
   }
   // The baselines running in the slots no optimizer takes.
-  const std::array<const optim::Policy*, 5> slots = {merged_.queue.get(), merged_.batch.get(),
-                                                     merged_.preempt.get(), merged_.kv.get(), merged_.sampler.get()};
-  const std::array<const optim::Policy*, 5> bases = {baselines_.queue.get(), baselines_.batch.get(),
-                                                     baselines_.preempt.get(), baselines_.kv.get(),
-                                                     baselines_.sampler.get()};
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (!owners_[i].empty() || !slots[i]) continue;
+  for (const optim::PolicySlotInfo& info : optim::kPolicySlots) {
+    const size_t i = static_cast<size_t>(info.slot);
+    const optim::Policy* base = baselines_.at(info.slot);
+    if (!owners_[i].empty() || !merged_.at(info.slot) || !base) continue;
     OptimizerState s;
-    s.spec.name = std::string(bases[i]->name());
+    s.spec.name = std::string(base->name());
     s.baseline = true;
     if (auto it = health_.find(s.spec.name); it != health_.end()) s.seconds_total = it->second->seconds_total;
-    s.counters = bases[i]->counters();
+    s.counters = base->counters();
     out.push_back(std::move(s));
   }
   return out;

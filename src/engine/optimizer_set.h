@@ -36,8 +36,6 @@ struct OptimizerState {
   std::vector<optim::PolicyCounter> counters;
 };
 
-enum class PolicySlot { kQueue, kBatch, kPreempt, kKv, kSampler, kController };
-
 class OptimizerSet {
  public:
   OptimizerSet(optim::OptimizerRegistry registry, optim::BuildContext context,
@@ -45,7 +43,8 @@ class OptimizerSet {
 
   // Builds every enabled spec and merges them, changing nothing: Error for an unknown name, a
   // bad option or two optimizers claiming one slot.
-  void validate(const std::vector<OptimizerSpec>& specs) const;
+  // Returns the merged policies, unguarded.
+  optim::PolicySet validate(const std::vector<OptimizerSpec>& specs) const;
   // Replaces every optimizer (start, reload): the new last good configuration.
   void configure(const std::vector<OptimizerSpec>& specs);
   // Enables, retunes or disables one optimizer (the admin API); it joins the good configuration.
@@ -93,7 +92,7 @@ class OptimizerSet {
   std::vector<OptimizerSpec> good_;
   std::map<std::string, std::shared_ptr<OptimizerHealth>> health_;
   optim::PolicySet merged_;
-  std::array<std::string, 6> owners_;
+  std::array<std::string, optim::kNumPolicySlots> owners_;
   std::map<std::pair<std::string, std::string>, int64_t> fallback_counts_;
 };
 

@@ -18,6 +18,7 @@ std::string_view fallback_reason_name(FallbackReason reason) {
     case FallbackReason::kWatchdog: return "watchdog";
     case FallbackReason::kThroughput: return "throughput";
     case FallbackReason::kController: return "controller";
+    case FallbackReason::kKernelFault: return "kernel_fault";
   }
   return "error";
 }
@@ -248,20 +249,29 @@ class GuardedKv final : public KvPolicy {
   Guard guard_;
 };
 
-class GuardedSampler final : public SamplerPolicy {
+class GuardedKernels final : public KernelPolicy {
  public:
-  GuardedSampler(std::shared_ptr<SamplerPolicy> inner, std::shared_ptr<SamplerPolicy> fallback, Guard guard)
+  GuardedKernels(std::shared_ptr<KernelPolicy> inner, std::shared_ptr<KernelPolicy> fallback, Guard guard)
       : inner_(std::move(inner)), fallback_(std::move(fallback)), guard_(std::move(guard)) {}
   std::string_view name() const override { return inner_->name(); }
   std::vector<PolicyCounter> counters() const override { return inner_->counters(); }
-  SamplerOptions options(const MetricsView& metrics) override {
+  KernelChoice choose(std::span<const KernelFamily> families) override {
     return guard_.run(
-        "options", [&] { return inner_->options(metrics); }, [](const SamplerOptions&) { return std::string(); },
-        [&] { return fallback_->options(metrics); }, fallback_ != nullptr);
+        "choose", [&] { return inner_->choose(families); },
+        [&](const KernelChoice& choice) -> std::string {
+          for (const auto& [family, variant] : choice) {
+            auto f = std::find_if(families.begin(), families.end(), [&](const KernelFamily& k) { return k.name == family; });
+            if (f == families.end()) return fmt::format("chose kernel family '{}', which this runner has not", family);
+            if (std::find(f->variants.begin(), f->variants.end(), variant) == f->variants.end())
+              return fmt::format("chose variant '{}' of kernel family '{}', which this runner has not", variant, family);
+          }
+          return {};
+        },
+        [&] { return fallback_->choose(families); }, fallback_ != nullptr);
   }
 
  private:
-  std::shared_ptr<SamplerPolicy> inner_, fallback_;
+  std::shared_ptr<KernelPolicy> inner_, fallback_;
   Guard guard_;
 };
 
@@ -285,11 +295,24 @@ class GuardedController final : public Controller {
   Guard guard_;
 };
 
-template <typename Wrapper, typename Slot>
-std::shared_ptr<Slot> wrap(const std::shared_ptr<Slot>& inner, const std::shared_ptr<Slot>& fallback,
-                           const Guard& guard) {
+// The guard of each slot's policy type.
+template <typename P> struct GuardOf;
+template <> struct GuardOf<QueuePolicy> { using type = GuardedQueue; };
+template <> struct GuardOf<BatchPolicy> { using type = GuardedBatch; };
+template <> struct GuardOf<PreemptPolicy> { using type = GuardedPreempt; };
+template <> struct GuardOf<KvPolicy> { using type = GuardedKv; };
+template <> struct GuardOf<KernelPolicy> { using type = GuardedKernels; };
+
+template <typename P>
+std::shared_ptr<P> wrap(const std::shared_ptr<P>& inner, const std::shared_ptr<P>& fallback, const Guard& guard) {
   if (!inner) return nullptr;
-  return std::make_shared<Wrapper>(inner, fallback, guard);
+  return std::make_shared<typename GuardOf<P>::type>(inner, fallback, guard);
+}
+
+std::shared_ptr<Controller> wrap(const std::shared_ptr<Controller>& inner, const std::shared_ptr<Controller>&,
+                                 const Guard& guard) {
+  if (!inner) return nullptr;
+  return std::make_shared<GuardedController>(inner, guard);
 }
 
 }  // namespace
@@ -300,12 +323,7 @@ optim::PolicySet guard_policies(const optim::PolicySet& set, const std::shared_p
   const optim::PolicySet none;
   const optim::PolicySet& fb = fallback ? *fallback : none;
   optim::PolicySet out;
-  out.queue = wrap<GuardedQueue>(set.queue, fb.queue, guard);
-  out.batch = wrap<GuardedBatch>(set.batch, fb.batch, guard);
-  out.preempt = wrap<GuardedPreempt>(set.preempt, fb.preempt, guard);
-  out.kv = wrap<GuardedKv>(set.kv, fb.kv, guard);
-  out.sampler = wrap<GuardedSampler>(set.sampler, fb.sampler, guard);
-  if (set.controller) out.controller = std::make_shared<GuardedController>(set.controller, guard);
+  optim::visit_slots([&](PolicySlot, auto& o, const auto& in, const auto& f) { o = wrap(in, f, guard); }, out, set, fb);
   return out;
 }
 

@@ -22,8 +22,11 @@
 
 namespace optimate {
 
-enum class FallbackReason { kError, kStepFailure, kWatchdog, kThroughput, kController };
-// "error", "step_failure", "watchdog", "throughput", "controller": the label of
+using optim::PolicySlot;
+
+enum class FallbackReason { kError, kStepFailure, kWatchdog, kThroughput, kController, kKernelFault };
+// "error", "step_failure", "watchdog", "throughput", "controller", "kernel_fault" (a chosen kernel
+// gave non-finite logits or a token outside the vocabulary): the label of
 // optimate:optimizer_fallbacks_total.
 std::string_view fallback_reason_name(FallbackReason reason);
 

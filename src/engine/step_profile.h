@@ -15,7 +15,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 
 namespace optimate {
 

@@ -9,7 +9,7 @@
 #include <functional>
 #include <optional>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 
 namespace optimate {
 

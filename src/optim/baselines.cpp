@@ -35,22 +35,26 @@ std::vector<PolicyCounter> RecomputeNewestPolicy::counters() const {
   return {{"victims", static_cast<double>(num_victims_)}};
 }
 
+const Policy* PolicySet::at(PolicySlot slot) const {
+  const Policy* out = nullptr;
+  visit_slots([&](PolicySlot s, const auto& p) { if (s == slot) out = p.get(); }, *this);
+  return out;
+}
+
 std::vector<const Policy*> PolicySet::all() const {
   std::vector<const Policy*> out;
-  for (const Policy* p : {static_cast<const Policy*>(queue.get()), static_cast<const Policy*>(batch.get()),
-                          static_cast<const Policy*>(preempt.get()), static_cast<const Policy*>(kv.get()),
-                          static_cast<const Policy*>(sampler.get()),
-                          static_cast<const Policy*>(controller.get())})
-    if (p) out.push_back(p);
+  visit_slots([&](PolicySlot, const auto& p) { if (p) out.push_back(p.get()); }, *this);
+  return out;
+}
+
+PolicySet PolicySet::only(PolicySlot slot) const {
+  PolicySet out;
+  visit_slots([&](PolicySlot s, auto& o, const auto& p) { if (s == slot) o = p; }, out, *this);
   return out;
 }
 
 PolicySet with_baselines(PolicySet set) {
-  if (!set.queue) set.queue = std::make_shared<FcfsQueuePolicy>();
-  if (!set.batch) set.batch = std::make_shared<LaunchAtOncePolicy>();
-  if (!set.preempt) set.preempt = std::make_shared<RecomputeNewestPolicy>();
-  if (!set.kv) set.kv = std::make_shared<FullPrecisionKvPolicy>();
-  if (!set.sampler) set.sampler = std::make_shared<UnfusedSamplerPolicy>();
+  visit_slots([](PolicySlot, auto& p) { if (!p) make_baseline(p); }, set);
   return set;
 }
 

@@ -2,6 +2,8 @@
 // against.
 #pragma once
 
+#include <memory>
+
 #include "optim/api/policies.h"
 
 namespace optimate::optim {
@@ -45,10 +47,19 @@ class FullPrecisionKvPolicy final : public KvPolicy {
   }
 };
 
-class UnfusedSamplerPolicy final : public SamplerPolicy {
+// Every kernel family on its stable variant (what the runner runs by default).
+class StableKernelsPolicy final : public KernelPolicy {
  public:
-  std::string_view name() const override { return "unfused-sampler"; }
-  SamplerOptions options(const MetricsView& metrics) override { return {}; }
+  std::string_view name() const override { return "stable-kernels"; }
+  KernelChoice choose(std::span<const KernelFamily> families) override { return {}; }
 };
+
+// The baseline of each slot (policy_set.h's kPolicySlots names them); a controller has none.
+inline void make_baseline(std::shared_ptr<QueuePolicy>& p) { p = std::make_shared<FcfsQueuePolicy>(); }
+inline void make_baseline(std::shared_ptr<BatchPolicy>& p) { p = std::make_shared<LaunchAtOncePolicy>(); }
+inline void make_baseline(std::shared_ptr<PreemptPolicy>& p) { p = std::make_shared<RecomputeNewestPolicy>(); }
+inline void make_baseline(std::shared_ptr<KvPolicy>& p) { p = std::make_shared<FullPrecisionKvPolicy>(); }
+inline void make_baseline(std::shared_ptr<KernelPolicy>& p) { p = std::make_shared<StableKernelsPolicy>(); }
+inline void make_baseline(std::shared_ptr<Controller>&) {}
 
 }  // namespace optimate::optim

@@ -1,12 +1,14 @@
 #include "optim/registry.h"
 
 #include <algorithm>
+#include <array>
 
 #include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "optim/adaptive_controller.h"
 #include "optim/baselines.h"
+#include "optim/kernel_variants.h"
 #include "optim/scheduling_optimizers.h"
 
 namespace optimate::optim {
@@ -60,34 +62,20 @@ void OptionReader::finish() const {
       fail(ErrorCode::kInvalidArgument, "optimizers.{} has no option '{}'", spec_.name, key);
 }
 
-namespace {
-
-// A baseline takes no options and fills one slot.
-template <typename Impl, typename Slot>
-SimpleOptimizerFactory no_options(std::shared_ptr<Slot> PolicySet::*slot) {
-  return [slot](OptionReader&) {
-    PolicySet set;
-    set.*slot = std::make_shared<Impl>();
-    return set;
-  };
-}
-
-}  // namespace
-
 OptimizerRegistry OptimizerRegistry::with_builtin() {
   OptimizerRegistry r;
-  r.register_optimizer("fcfs", "first come, first served admission (baseline)",
-                       no_options<FcfsQueuePolicy>(&PolicySet::queue));
-  r.register_optimizer("launch-at-once", "admit waiting requests every step (baseline)",
-                       no_options<LaunchAtOncePolicy>(&PolicySet::batch));
-  r.register_optimizer("recompute-newest",
-                       "preempt the newest request, recompute it on resume (baseline)",
-                       no_options<RecomputeNewestPolicy>(&PolicySet::preempt));
-  r.register_optimizer("full-precision-kv", "every KV block at the cache dtype (baseline)",
-                       no_options<FullPrecisionKvPolicy>(&PolicySet::kv));
-  r.register_optimizer("unfused-sampler", "separate sampling ops (baseline)",
-                       no_options<UnfusedSamplerPolicy>(&PolicySet::sampler));
+  // Each slot's baseline under its name; it takes no options and fills its one slot.
+  for (const PolicySlotInfo& info : kPolicySlots) {
+    if (info.baseline.empty()) continue;
+    r.register_optimizer(std::string(info.baseline), std::string(info.baseline_description),
+                         [slot = info.slot](OptionReader&) {
+                           PolicySet set;
+                           visit_slots([&](PolicySlot s, auto& p) { if (s == slot) make_baseline(p); }, set);
+                           return set;
+                         });
+  }
   register_scheduling_optimizers(r);
+  register_kernel_optimizer(r);
   register_adaptive_optimizer(r);
   return r;
 }
@@ -142,22 +130,20 @@ PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs,
 
 PolicySet merge_policy_sets(const std::vector<std::pair<std::string, PolicySet>>& sets) {
   PolicySet merged;
-  std::string owner[6];
-  auto take = [&](auto& dst, const auto& src, int slot, const char* what, const std::string& name) {
-    if (!src) return;
-    if (dst)
-      fail(ErrorCode::kInvalidArgument, "optimizers '{}' and '{}' both set the {} policy",
-           owner[slot], name, what);
-    dst = src;
-    owner[slot] = name;
-  };
-  for (const auto& [name, set] : sets) {
-    take(merged.queue, set.queue, 0, "queue", name);
-    take(merged.batch, set.batch, 1, "batch", name);
-    take(merged.preempt, set.preempt, 2, "preempt", name);
-    take(merged.kv, set.kv, 3, "KV", name);
-    take(merged.sampler, set.sampler, 4, "sampler", name);
-    take(merged.controller, set.controller, 5, "controller", name);
+  std::array<std::string, kNumPolicySlots> owner;
+  for (const auto& entry : sets) {
+    const std::string& name = entry.first;
+    visit_slots(
+        [&](PolicySlot slot, auto& dst, const auto& src) {
+          if (!src) return;
+          std::string& o = owner[static_cast<size_t>(slot)];
+          if (dst)
+            fail(ErrorCode::kInvalidArgument, "optimizers '{}' and '{}' both set the {} policy", o, name,
+                 slot_info(slot).name);
+          dst = src;
+          o = name;
+        },
+        merged, entry.second);
   }
   return merged;
 }

@@ -61,9 +61,8 @@ struct OptimizerInfo {
 
 class OptimizerRegistry {
  public:
-  // A registry holding the baselines under their names (fcfs, launch-at-once,
-  // recompute-newest, full-precision-kv, unfused-sampler) and the built optimizers
-  // (priority, predictive, adaptive).
+  // A registry holding each slot's baseline under its name (optim/api/policy_set.h) and the
+  // built optimizers (priority, predictive, kv_quant, kernels, adaptive).
   static OptimizerRegistry with_builtin();
 
   void register_optimizer(const std::string& name, const std::string& description,

@@ -9,7 +9,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 
 namespace optimate::parallel {
 

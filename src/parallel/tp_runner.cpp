@@ -30,7 +30,7 @@ TpRunner::TpRunner(const ModelConfig& config, std::vector<std::unique_ptr<Commun
   for (const auto& rank : ranks_) {
     const KvCacheShape& s = rank->kv_shape();
     const KvCacheShape& s0 = ranks_[0]->kv_shape();
-    if (s.num_blocks != s0.num_blocks || s.block_size != s0.block_size || s.num_host_slots != s0.num_host_slots ||
+    if (s.num_blocks != s0.num_blocks || s.block_size != s0.block_size || s.num_host_slots() != s0.num_host_slots() ||
         s.layout.slot_bytes != s0.layout.slot_bytes || s.layout.page_slots != s0.layout.page_slots)
       fail(ErrorCode::kInternal, "the ranks' KV caches differ in shape");
   }

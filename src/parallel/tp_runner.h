@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "parallel/communicator.h"
 
 namespace optimate::parallel {

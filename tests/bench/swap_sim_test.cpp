@@ -21,7 +21,7 @@ const std::string kProfile = std::string(OPTIMATE_TEST_DATA_DIR) + "/../../profi
 TEST(SimSwap, CopiesTakeTheirTimeAndHoldBackOnlyStepsThatNeedThem) {
   auto clock = std::make_shared<FakeClock>();
   const CostProfile profile = load_cost_profile(kProfile);
-  SimModelRunner runner(profile, clock, 50, /*num_host_slots=*/1024);
+  SimModelRunner runner(profile, clock, 50, kv::HostTierSlots{.swap = 1024});
   ASSERT_GT(runner.host_link_bytes_per_s(), 0.0);
   // 512 blocks of 16 tokens of Llama-3-8B: 1 GiB, longer than a decode step.
   std::vector<kv::KvCopy> copies;

@@ -20,6 +20,7 @@
 #include "core/half.h"
 #include "cuda/test_util.h"
 #include "cuda_engine/decisive_model.h"
+#include "cuda_engine/small_engine.h"
 #include "engine/engine.h"
 
 namespace optimate {
@@ -29,15 +30,6 @@ using cuda_engine_testing::decisive_model;
 
 constexpr int64_t kBlocks = 512, kBlockSize = 16;
 
-EngineConfig engine_config() {
-  EngineConfig e;
-  e.max_num_seqs = 48;
-  e.max_num_batched_tokens = 256;  // long prompts prefill in chunks beside running decodes
-  e.max_model_len = 1024;
-  e.block_size = kBlockSize;
-  e.num_kv_blocks = kBlocks;
-  return e;
-}
 
 // Counts the steps that sampled on the device, so the tests know that path ran.
 class CountingRunner final : public ModelRunner {
@@ -63,43 +55,22 @@ class CountingRunner final : public ModelRunner {
 Engine make_engine(const LoadedModel& m, bool gpu, int64_t* device_steps = nullptr) {
   EngineParts parts;
   if (gpu) {
-    cuda::CudaRunnerOptions o;
-    o.max_num_seqs = 48;
-    o.max_num_batched_tokens = 256;
-    o.max_model_len = 1024;
-    o.num_kv_blocks = kBlocks;
-    o.gpu_memory_utilization = 0.5;
-    parts.runner = std::make_unique<CountingRunner>(std::make_unique<cuda::CudaModelRunner>(m, o), device_steps);
+    parts.runner = std::make_unique<CountingRunner>(
+        std::make_unique<cuda::CudaModelRunner>(m, cuda_engine_testing::small_runner_options(kBlocks)), device_steps);
   } else {
     cpu::CpuRunnerOptions o;
     o.num_kv_blocks = kBlocks;
     o.block_size = kBlockSize;
     parts.runner = std::make_unique<cpu::CpuModelRunner>(m.config, m.weights, o);
   }
-  return Engine(engine_config(), std::move(parts));
+  return Engine(cuda_engine_testing::small_engine_config(kBlocks, kBlockSize), std::move(parts));
 }
 
-using Tokens = std::map<std::string, std::vector<int32_t>>;
+using cuda_engine_testing::Tokens;
 
 // 40 requests at once, prompts of 3..600 tokens; `temperature` 0 is greedy, else seeded.
 Tokens run(Engine& engine, float temperature) {
-  std::mt19937 rng(99);
-  for (int i = 0; i < 40; ++i) {
-    std::vector<int32_t> prompt(3 + (i * 37) % 600);
-    for (auto& t : prompt) t = 1 + static_cast<int32_t>(rng() % 767);
-    SamplingParams p;
-    p.max_tokens = 20 + i % 7;
-    p.ignore_eos = true;
-    p.temperature = temperature;
-    p.top_p = 0.95f;
-    p.seed = 1000 + i;
-    engine.add_request("r" + std::to_string(i), prompt, p);
-  }
-  Tokens out;
-  while (engine.has_unfinished())
-    for (const RequestOutput& o : engine.step())
-      out[o.request_id].insert(out[o.request_id].end(), o.new_token_ids.begin(), o.new_token_ids.end());
-  return out;
+  return cuda_engine_testing::run_forty_requests(engine, temperature);
 }
 
 // The same requests on the CPU engine and the CUDA engine over the same weights.

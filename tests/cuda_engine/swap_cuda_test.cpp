@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_model_runner.h"
 #include "cuda/test_util.h"
 #include "cuda_engine/decisive_model.h"
+#include "cuda_engine/small_engine.h"
 #include "engine/engine.h"
 
 namespace optimate {
@@ -31,25 +32,17 @@ struct Setup {
 };
 
 Engine make_engine(const LoadedModel& m, const Setup& s) {
-  cuda::CudaRunnerOptions o;
-  o.max_num_seqs = 48;
-  o.max_num_batched_tokens = 256;
-  o.max_model_len = 1024;
-  o.num_kv_blocks = s.num_kv_blocks;
-  o.num_host_slots = kHostSlots;
+  cuda::CudaRunnerOptions o = cuda_engine_testing::small_runner_options(s.num_kv_blocks);
   o.kv_cache_dtype = kv::parse_kv_precision(s.kv_cache_dtype, kv::KvPrecision::kBF16);
-  o.gpu_memory_utilization = 0.5;
-  EngineConfig e;
-  e.max_num_seqs = 48;
-  e.max_num_batched_tokens = 256;
-  e.max_model_len = 1024;
-  e.block_size = kBlockSize;
-  e.num_kv_blocks = s.num_kv_blocks;
+  EngineConfig e = cuda_engine_testing::small_engine_config(s.num_kv_blocks, kBlockSize);
   e.kv_cache_dtype = s.kv_cache_dtype;
   e.preemption_mode = s.mode;
   e.swap_space = s.mode == "recompute" ? 0.0 : 1.0;  // the runner's 1024 host slots bound it
   e.enable_prefix_caching = s.host_prefix_gib > 0.0;
   e.host_prefix_cache_space = s.host_prefix_gib;
+  // The host tier within kHostSlots slots, swap region first.
+  o.host_tier = kv::plan_host_tier(gib_bytes(e.swap_space), gib_bytes(e.host_prefix_cache_space), m.config.num_layers,
+                                   cuda::CudaModelRunner::plan_layout(m.config, o), kHostSlots);
   EngineParts parts;
   parts.runner = std::make_unique<cuda::CudaModelRunner>(m, o);
   return Engine(e, std::move(parts));

@@ -27,8 +27,8 @@ struct FakeEngineOptions {
   std::string preemption_mode = "auto";
 };
 
-inline Engine make_fake_engine(const FakeEngineOptions& o = {},
-                               std::shared_ptr<const Clock> clock = std::make_shared<FakeClock>()) {
+// The settings of a fake engine (its host tier in whole blocks of the fake model).
+inline EngineConfig fake_engine_config(const FakeEngineOptions& o = {}) {
   EngineConfig c;
   c.max_num_seqs = o.max_num_seqs;
   c.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -43,9 +43,15 @@ inline Engine make_fake_engine(const FakeEngineOptions& o = {},
   c.swap_space = o.host_swap_blocks > 0 ? (static_cast<double>(o.host_swap_blocks) + 0.5) * block_gib : 0.0;
   c.host_prefix_cache_space = o.host_prefix_blocks > 0 ? (static_cast<double>(o.host_prefix_blocks) + 0.5) * block_gib : 0.0;
   c.preemption_mode = o.preemption_mode;
+  return c;
+}
+
+inline Engine make_fake_engine(const FakeEngineOptions& o = {},
+                               std::shared_ptr<const Clock> clock = std::make_shared<FakeClock>()) {
+  const EngineConfig c = fake_engine_config(o);
   EngineParts parts;
   parts.runner = std::make_unique<FakeModelRunner>(o.num_blocks, o.block_size, 4096,
-                                                   o.host_swap_blocks + o.host_prefix_blocks);
+                                                   kv::HostTierSlots{o.host_swap_blocks, o.host_prefix_blocks});
   parts.codec = std::make_shared<FakeCodec>();
   parts.clock = std::move(clock);
   return Engine(c, std::move(parts));

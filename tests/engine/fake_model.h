@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "core/error.h"
 #include "engine/text_codec.h"
 
@@ -28,8 +28,9 @@ class FakeModelRunner final : public ModelRunner {
   static constexpr int64_t kVocab = 64;
   static constexpr int32_t kEos = 1;
 
-  // `num_host_slots`: a host tier of that many blocks (copy_kv moves their entries).
-  FakeModelRunner(int64_t num_blocks, int64_t block_size, int64_t max_len = 4096, int64_t num_host_slots = 0) {
+  // `host_tier`: a host tier of that many blocks, swap region then prefix cache (copy_kv moves
+  // their entries).
+  FakeModelRunner(int64_t num_blocks, int64_t block_size, int64_t max_len = 4096, kv::HostTierSlots host_tier = {}) {
     config_.vocab_size = kVocab;
     config_.num_layers = 1;
     config_.num_heads = 1;
@@ -40,9 +41,9 @@ class FakeModelRunner final : public ModelRunner {
     config_.eos_token_ids = {kEos};
     shape_ = {1, num_blocks, block_size, 1, 1};
     shape_.layout.slot_bytes = 2 * block_size;  // one bf16 value a token: what a host tier is sized by
-    shape_.num_host_slots = num_host_slots;
+    shape_.host_tier = host_tier;
     kv_.assign(static_cast<size_t>(num_blocks * block_size), kPoison);
-    host_.assign(static_cast<size_t>(num_host_slots * block_size), kPoison);
+    host_.assign(static_cast<size_t>(shape_.num_host_slots() * block_size), kPoison);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -52,7 +53,7 @@ class FakeModelRunner final : public ModelRunner {
     OPTIMATE_CHECK(ops.empty(), "the fake runner holds one precision");
   }
   void copy_kv(std::span<const kv::KvCopy> copies) override {
-    kv::check_copies(copies, shape_.num_blocks, shape_.num_host_slots);
+    kv::check_copies(copies, shape_.num_blocks, shape_.num_host_slots());
     const int64_t bs = shape_.block_size;
     for (const kv::KvCopy& c : copies) {
       auto dev = kv_.begin() + c.device_slot * bs, host = host_.begin() + c.host_slot * bs;
@@ -61,7 +62,7 @@ class FakeModelRunner final : public ModelRunner {
       num_copied_blocks_ += 1;
     }
   }
-  double host_link_bytes_per_s() const override { return shape_.num_host_slots > 0 ? 1e9 : 0.0; }
+  double host_link_bytes_per_s() const override { return shape_.num_host_slots() > 0 ? 1e9 : 0.0; }
   int64_t num_copied_blocks() const { return num_copied_blocks_; }
   // A runner that allocated for at most this much per step (as the CUDA runner does).
   void set_capacity(StepCapacity capacity) { capacity_ = capacity; }

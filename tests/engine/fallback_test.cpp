@@ -56,10 +56,11 @@ class Int8Kv final : public optim::KvPolicy {
   }
 };
 
-class NoopSampler final : public optim::SamplerPolicy {
+// Fills the kernels slot, which shapes how steps run (the stable kernels all the same).
+class NoopKernels final : public optim::KernelPolicy {
  public:
   std::string_view name() const override { return "shaping-sampler"; }
-  optim::SamplerOptions options(const optim::MetricsView&) override { return {}; }
+  optim::KernelChoice choose(std::span<const KernelFamily>) override { return {}; }
 };
 
 // A runner whose every forward takes `step_ms` of the engine clock.
@@ -118,7 +119,7 @@ Engine make_engine(Rig& rig, std::vector<OptimizerSpec> optimizers, double step_
   parts.registry.register_optimizer("bad-index", "test", one<BadIndexQueue>(&optim::PolicySet::queue));
   parts.registry.register_optimizer("slow", "test", one<SlowBatch>(&optim::PolicySet::batch, rig.policy_clock, 300.0));
   parts.registry.register_optimizer("int8-kv", "test", one<Int8Kv>(&optim::PolicySet::kv));
-  parts.registry.register_optimizer("shaping-sampler", "test", one<NoopSampler>(&optim::PolicySet::sampler));
+  parts.registry.register_optimizer("shaping-sampler", "test", one<NoopKernels>(&optim::PolicySet::kernels));
   return Engine(c, std::move(parts));
 }
 

@@ -168,7 +168,8 @@ Engine make_engine(bool overlap, const RunSetup& setup, QueuedDeviceRunner** dev
   c.swap_space = setup.host_swap_blocks > 0 ? (static_cast<double>(setup.host_swap_blocks) + 0.5) * block_gib : 0.0;
   EngineParts parts;
   auto runner = std::make_unique<QueuedDeviceRunner>(
-      std::make_unique<FakeModelRunner>(setup.num_blocks, 4, setup.max_model_len, setup.host_swap_blocks));
+      std::make_unique<FakeModelRunner>(setup.num_blocks, 4, setup.max_model_len,
+                                        kv::HostTierSlots{.swap = setup.host_swap_blocks}));
   *device = runner.get();
   parts.runner = std::move(runner);
   parts.codec = std::make_shared<FakeCodec>();

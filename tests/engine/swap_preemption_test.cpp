@@ -109,6 +109,18 @@ TEST_F(SwapPreemption, HostPoolTooSmallFallsBackToRecompute) {
   EXPECT_EQ(s.kv_used_blocks, 0);
 }
 
+// Recompute mode reserves no swap space, so a host prefix cache asked for beside a swap space
+// (the default --swap-space is 4 GiB) gets all of its blocks and the swap region none.
+TEST_F(SwapPreemption, RecomputeModeGivesTheHostTierToThePrefixCache) {
+  const EngineArgs alone = args_with(16, "recompute", 0, 32);
+  const EngineArgs beside_swap = args_with(16, "recompute", 64, 32);
+  const EngineStats want = Engine(alone, create_engine_parts(alone)).stats();
+  const EngineStats got = Engine(beside_swap, create_engine_parts(beside_swap)).stats();
+  EXPECT_GT(want.host_prefix_total_blocks, 0);
+  EXPECT_EQ(got.host_prefix_total_blocks, want.host_prefix_total_blocks);
+  EXPECT_EQ(got.host_swap_total_blocks, 0);
+}
+
 TEST_F(SwapPreemption, HostPrefixTierHitRestoresTheSameTokens) {
   Engine engine = create_optimized_engine(args_with(16, "recompute", 0, 32));
   const std::vector<std::vector<int32_t>> first = {prompts()[5]};

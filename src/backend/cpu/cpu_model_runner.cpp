@@ -73,6 +73,7 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
          describe_cpu_features());
   activations_ = options.activations;
   isa_ = options.isa.value_or(best_cpu_isa());
+  built_isa_ = isa_;
   num_threads_ = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
   if (options.max_step_tokens < 0)
     fail(ErrorCode::kInvalidArgument, "max_step_tokens must be >= 0, got {}", options.max_step_tokens);
@@ -80,15 +81,16 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
   pool_ = std::make_unique<CpuThreadPool>(num_threads_);
   use_single_threaded_blas();
 
-  if (options.num_host_slots < 0)
-    fail(ErrorCode::kInvalidArgument, "num_host_slots must be >= 0, got {}", options.num_host_slots);
+  if (options.host_tier.swap < 0 || options.host_tier.prefix < 0)
+    fail(ErrorCode::kInvalidArgument, "host tier slots must be >= 0, got {} + {}", options.host_tier.swap,
+         options.host_tier.prefix);
   kv_shape_ = {.num_layers = config_.num_layers,
                .num_blocks = options.num_kv_blocks,
                .block_size = options.block_size,
                .num_kv_heads = config_.num_kv_heads,
                .head_dim = config_.head_dim,
                .layout = plan_layout(config_, options),
-               .num_host_slots = options.num_host_slots,
+               .host_tier = options.host_tier,
                .free_order = kv::FreeSpaceOrder::kFreedFirst};
   attn_dims_ = {.num_heads = config_.num_heads,
                 .num_kv_heads = config_.num_kv_heads,
@@ -118,22 +120,35 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
     v_cache_.push_back(std::make_unique_for_overwrite<uint8_t[]>(arena_bytes));
   }
   kv_formats_ = KvArenas::formats_for(kv_shape_.layout, attn_dims_);
-  if (options.num_host_slots > 0) {
+  if (kv_shape_.num_host_slots() > 0) {
     host_cache_ = std::make_unique_for_overwrite<uint8_t[]>(
-        static_cast<size_t>(2 * config_.num_layers * options.num_host_slots * kv_shape_.layout.slot_bytes));
+        static_cast<size_t>(2 * config_.num_layers * kv_shape_.num_host_slots() * kv_shape_.layout.slot_bytes));
     host_link_bytes_per_s_ = measure_memcpy_bytes_per_s();
   }
 }
 
+std::vector<KernelFamily> CpuModelRunner::kernel_families() const {
+  const std::vector<CpuIsa> isas = supported_cpu_isas();
+  if (activations_ != CpuActivations::kQ8 || isas.size() < 2) return {};
+  KernelFamily f{"q8_kernel", {}, std::string(cpu_isa_name(built_isa_))};
+  for (CpuIsa isa : isas) f.variants.emplace_back(cpu_isa_name(isa));
+  return {f};
+}
+
+void CpuModelRunner::set_kernel_variant(std::string_view family, std::string_view variant) {
+  if (family != "q8_kernel" || kernel_families().empty()) return ModelRunner::set_kernel_variant(family, variant);
+  isa_ = parse_cpu_isa(variant);
+}
+
 void CpuModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
-  kv::check_copies(copies, kv_shape_.num_blocks, kv_shape_.num_host_slots);
+  kv::check_copies(copies, kv_shape_.num_blocks, kv_shape_.num_host_slots());
   const int64_t sb = kv_shape_.layout.slot_bytes;
   for (const kv::KvCopy& c : copies) {
     const size_t bytes = static_cast<size_t>(c.num_slots * sb);
     for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
       uint8_t* device[2] = {k_cache_[layer].get(), v_cache_[layer].get()};
       for (int kv = 0; kv < 2; ++kv) {
-        uint8_t* host = host_cache_.get() + ((2 * layer + kv) * kv_shape_.num_host_slots + c.host_slot) * sb;
+        uint8_t* host = host_cache_.get() + ((2 * layer + kv) * kv_shape_.num_host_slots() + c.host_slot) * sb;
         uint8_t* dev = device[kv] + c.device_slot * sb;
         if (c.direction == kv::CopyDirection::kToHost) std::memcpy(host, dev, bytes);
         else std::memcpy(dev, host, bytes);

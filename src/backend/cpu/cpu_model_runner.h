@@ -23,7 +23,7 @@
 #include "backend/cpu/micro_batches.h"
 #include "backend/cpu/q8_activations.h"
 #include "model/fp8_quant.h"
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "model/weights.h"
 #include "parallel/communicator.h"
 #include "parallel/tp_partition.h"
@@ -41,7 +41,7 @@ CpuActivations parse_cpu_activations(std::string_view name);
 
 struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
-  int64_t num_host_slots = 0; // the host tier's slots (a second set of arenas; kv/kv_copy.h)
+  kv::HostTierSlots host_tier; // the host tier's regions (a second set of arenas; kv/host_tier.h)
   int64_t block_size = 16;    // tokens per block
   // The cache's precision (f32, bf16, or fp8/int8/int4 for a static quantized cache) and, for
   // a cache the kv_quant optimizer may requantize, the finest precision it may use.
@@ -91,6 +91,10 @@ class CpuModelRunner final : public ModelRunner {
   int num_threads() const { return num_threads_; }
   CpuActivations activations() const { return activations_; }
   CpuIsa isa() const { return isa_; }
+  // q8_kernel (q8 activations on a processor with more than one instruction set): the
+  // instruction set the runner was built with is the stable variant.
+  std::vector<KernelFamily> kernel_families() const override;
+  void set_kernel_variant(std::string_view family, std::string_view variant) override;
   int64_t weight_bytes() const override { return weights_.bytes(); }
   // The KV layout these options give (a function of the model's shape and the precisions).
   static kv::KvLayout plan_layout(const ModelConfig& config, const CpuRunnerOptions& options);
@@ -139,6 +143,7 @@ class CpuModelRunner final : public ModelRunner {
   std::unique_ptr<CpuThreadPool> pool_;  // the q8 path's products, attention, element-wise ops
   CpuActivations activations_ = CpuActivations::kQ8;
   CpuIsa isa_ = CpuIsa::kAvx2;
+  CpuIsa built_isa_ = CpuIsa::kAvx2;  // the q8_kernel family's stable variant
   CpuWeights weights_;
   std::vector<float> inv_freq_;  // (head_dim / 2)
   // Per layer, K and V arenas of num_blocks slots (kv/kv_format.h gives each block's bytes).

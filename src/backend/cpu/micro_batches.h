@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 
 namespace optimate::cpu {
 

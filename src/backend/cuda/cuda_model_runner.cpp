@@ -267,7 +267,8 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
   if (st.weights.fp8()) st.fp8_gemm = std::make_unique<Fp8Gemm>(T, runner_fp8_max_k(c));
-  st.kv_shape.num_host_slots = options.num_host_slots;
+  st.kv_shape.host_tier = options.host_tier;
+  st.stable_fused_elementwise = options.fused_elementwise;
   init_host_tier(st);
 }
 
@@ -335,6 +336,24 @@ void CudaModelRunner::set_launch_options(bool fused_decode, bool programmatic_la
 void CudaModelRunner::set_fused_elementwise(bool fused) {
   drop_graphs(*state_);
   state_->options.fused_elementwise = fused;
+}
+
+std::vector<KernelFamily> CudaModelRunner::kernel_families() const {
+  const State& st = *state_;
+  if (st.tp.comm) return {};
+  return {{"sampling", {"fused", "unfused"}, "fused"},
+          {"elementwise", {"fused", "separate"}, st.stable_fused_elementwise ? "fused" : "separate"}};
+}
+
+void CudaModelRunner::set_kernel_variant(std::string_view family, std::string_view variant) {
+  State& st = *state_;
+  if (!st.tp.comm && family == "sampling" && (variant == "fused" || variant == "unfused")) {
+    st.unfused_sampling = variant == "unfused";
+  } else if (!st.tp.comm && family == "elementwise" && (variant == "fused" || variant == "separate")) {
+    if ((variant == "fused") != st.options.fused_elementwise) set_fused_elementwise(variant == "fused");
+  } else {
+    fail(ErrorCode::kInvalidArgument, "the CUDA runner has no kernel variant {} '{}'", family, variant);
+  }
 }
 
 namespace {

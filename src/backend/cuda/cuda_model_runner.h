@@ -11,7 +11,7 @@
 
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/memory_plan.h"
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "model/fp8_quant.h"
 #include "model/weights.h"
 #include "parallel/tp_partition.h"
@@ -28,9 +28,9 @@ struct CudaRunnerOptions {
   // KV slots per arena (KvCacheShape::num_blocks; whole pages of a dynamic cache); 0: as many
   // as the memory plan allows.
   int64_t num_kv_blocks = 0;
-  // Slots of the host tier (swap space and host prefix cache), pinned host memory with the
-  // cache's layout; 0: none.
-  int64_t num_host_slots = 0;
+  // The host tier (swap space, then host prefix cache), pinned host memory with the cache's
+  // layout; none when both are 0.
+  kv::HostTierSlots host_tier;
   // The cache's precision (kv/kv_layout.h's base): bf16, or fp8, int8, int4 for a cache
   // quantized from the start. f32 is refused: the runner's own precision is bf16.
   kv::KvPrecision kv_cache_dtype = kv::KvPrecision::kBF16;
@@ -128,6 +128,11 @@ class CudaModelRunner final : public ModelRunner {
   void set_launch_options(bool fused_decode, bool programmatic_launch);
   // Switches CudaRunnerOptions::fused_elementwise; drops captured graphs likewise.
   void set_fused_elementwise(bool fused);
+  // sampling (fused, the stable one, or unfused: sampling.h's two implementations) and
+  // elementwise (fused or separate, the one the options gave stable); none on a rank of a
+  // tensor-parallel group.
+  std::vector<KernelFamily> kernel_families() const override;
+  void set_kernel_variant(std::string_view family, std::string_view variant) override;
 
   // Times each stage of eager steps (graphs are not replayed while on); see stage_timer.h.
   void set_stage_timing(bool enabled);

@@ -21,8 +21,16 @@ const int32_t* enqueue_sampling(CudaModelRunner::State& st, int64_t n) {
   OPTIMATE_CUDA_CHECK(cudaMemcpyAsync(st.sample_rows.get(), st.sample_staging(), n * sizeof(GpuSampleRow),
                                       cudaMemcpyHostToDevice, st.stream));
   staging_copied(st);
-  sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n, st.config.vocab_size,
-                    st.stream);
+  const int64_t vocab = st.config.vocab_size;
+  if (!st.unfused_sampling) {
+    sample_rows_fused(st.logits.get(), st.sample_rows.get(), st.sampled.get(), nullptr, n, vocab, st.stream);
+    return st.sampled.get();
+  }
+  constexpr int64_t kUnfusedSamplerRows = 16;
+  if (!st.unfused_sampler) st.unfused_sampler = std::make_unique<UnfusedSampler>(kUnfusedSamplerRows, vocab);
+  for (int64_t first = 0; first < n; first += kUnfusedSamplerRows)
+    st.unfused_sampler->sample(st.logits.get() + first * vocab, st.sample_rows.get() + first, st.sampled.get() + first,
+                               nullptr, std::min(kUnfusedSamplerRows, n - first), st.stream);
   return st.sampled.get();
 }
 

@@ -67,6 +67,11 @@ struct CudaModelRunner::State {
   DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
   DeviceBuffer<int32_t> sampled;         // [max_num_seqs]: sample_rows_fused's draws
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
+  // The sampling family's unfused variant (set_kernel_variant): its scratch is made on first
+  // use and holds kUnfusedSamplerRows rows, the step's rows going through it that many at a time.
+  bool unfused_sampling = false;
+  std::unique_ptr<UnfusedSampler> unfused_sampler;
+  bool stable_fused_elementwise = true;  // the elementwise family's stable variant
 
   // Steps launched without waiting (launch_sample), oldest first: each draws into a pinned
   // host buffer, and its event follows that copy. The last launch's draws stay on the device

@@ -12,7 +12,7 @@ namespace optimate::cuda {
 namespace {
 
 KvSwapShape swap_shape(const CudaModelRunner::State& st) {
-  return {st.kv_cache.get(), st.host_kv, st.kv_shape.num_blocks, st.kv_shape.num_host_slots,
+  return {st.kv_cache.get(), st.host_kv, st.kv_shape.num_blocks, st.kv_shape.num_host_slots(),
           st.kv_shape.layout.slot_bytes, st.config.num_layers};
 }
 
@@ -74,7 +74,7 @@ double time_copy(CudaModelRunner::State& st, const KvSwapOp& op) {
 }  // namespace
 
 void init_host_tier(CudaModelRunner::State& st) {
-  const int64_t host_slots = st.kv_shape.num_host_slots;
+  const int64_t host_slots = st.kv_shape.num_host_slots();
   if (host_slots <= 0) return;
   if (host_slots > kv::kEntrySlotMask)
     fail(ErrorCode::kInvalidArgument, "a host KV tier of {} slots is more than entries address", host_slots);
@@ -129,7 +129,7 @@ void wait_for_copies(CudaModelRunner::State& st, const ForwardBatch& batch) {
 void CudaModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
   State& st = *state_;
   bind_device(st);
-  kv::check_copies(copies, st.kv_shape.num_blocks, st.kv_shape.num_host_slots);
+  kv::check_copies(copies, st.kv_shape.num_blocks, st.kv_shape.num_host_slots());
   if (copies.empty()) return;
   retire_copies(st);
   st.swap_staging.clear();

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/model_runner.h"
+#include "runner/model_runner.h"
 #include "kv/kv_layout.h"
 
 namespace optimate::cuda {

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/kernel_family.h"
 #include "optim/api/views.h"
 
 namespace optimate::optim {
@@ -115,13 +117,16 @@ class KvPolicy : public Policy {
   virtual std::vector<RequantizeOrder> requantize(const SchedulerView& view) { return {}; }
 };
 
-struct SamplerOptions {
-  bool fused = false;  // one fused top-k/top-p/temperature pass instead of separate ops
-};
+// Which variant each of the runner's kernel families runs (core/kernel_family.h): family name
+// to variant. A family left out runs its stable variant.
+using KernelChoice = std::map<std::string, std::string>;
 
-class SamplerPolicy : public Policy {
+// The kernels a step runs on: chosen when the policies change (start, reload, the admin API),
+// among the families the runner offers. The engine watches a variant other than a family's
+// stable one and falls back from it when it misbehaves (engine/kernel_guard.h).
+class KernelPolicy : public Policy {
  public:
-  virtual SamplerOptions options(const MetricsView& metrics) = 0;
+  virtual KernelChoice choose(std::span<const KernelFamily> families) = 0;
 };
 
 // Knobs the engine lets a controller move between steps, with their ceilings.

@@ -1,5 +1,5 @@
 """LangChain's ChatOpenAI and LiteLLM's hosted_vllm/ provider against `optimate serve`, as their
-users call them (both come from tests/python/requirements.txt)."""
+users call them (both come from tests/live_server/requirements.txt)."""
 
 import json
 import os

@@ -1,5 +1,5 @@
 # The seed article's section 4.2 integration example, verbatim except its first two import
-# lines (vllm -> optimate). tests/python_api/test_seed_example.py runs it on the embedded model.
+# lines (vllm -> optimate). tests/python_package/test_seed_example.py runs it on the embedded model.
 from optimate import EngineArgs, LLMEngine
 from optimate.sampling_params import SamplingParams
 from optimate.optimizers import PrioritySchedulerOptimizer, PredictiveBatchingOptimizer # 假设的导入路径

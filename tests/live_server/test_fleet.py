@@ -1,5 +1,5 @@
 """Replicas behind the routers vLLM and SGLang fleets use: vllm-router 0.1.17 and sglang-router
-0.3.2 from PyPI (tests/python/requirements.txt), each in front of two `optimate serve` replicas.
+0.3.2 from PyPI (tests/live_server/requirements.txt), each in front of two `optimate serve` replicas.
 
 What the routers call on a replica must answer in the shape they parse (load-aware routing,
 model discovery, cache flush, cache-aware render), with no 404 anywhere in their traffic, and a
@@ -40,7 +40,7 @@ class Router:
     def __init__(self, kind: str, tmp_dir: Path, replicas: list, policy: str, *extra: str):
         exe = ROUTER_BIN[kind]
         if not exe.exists():
-            raise FileNotFoundError(f"{exe} not found: tests/python/run.sh installs the routers")
+            raise FileNotFoundError(f"{exe} not found: tests/live_server/run.sh installs the routers")
         self.kind, self.port = kind, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_dir / f"{kind}-router-{policy}-{self.port}.log"

@@ -11,7 +11,7 @@ build_dir=${OPTIMATE_BUILD_DIR:-build}
 [[ "$build_dir" = /* ]] || build_dir="$root/$build_dir"
 venv=${OPTIMATE_VENV:-$root/.venv}
 if [[ ! -d "$build_dir/python/optimate" ]]; then
-  echo "python_api: $build_dir/python/optimate is missing: build the optimate_python target" >&2
+  echo "python_package: $build_dir/python/optimate is missing: build the optimate_python target" >&2
   exit 1
 fi
 export PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The live-server suite: the official openai client, hostile inputs, Prometheus, load and
 # shutdown against `optimate serve` on the embedded model. Creates (or reuses) a virtual
-# environment with tests/python/requirements.txt, then runs pytest in tests/python; extra arguments go to pytest.
+# environment with tests/live_server/requirements.txt, then runs pytest in tests/live_server; extra arguments go to pytest.
 #   OPTIMATE_BIN    the binary (default: build/optimate)
 #   OPTIMATE_MODEL  the model (default: models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   OPTIMATE_VENV   the virtual environment (default: .venv in the repository root)
