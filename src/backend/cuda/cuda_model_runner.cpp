@@ -10,6 +10,7 @@
 #include "backend/cuda/fp8_weights.h"
 #include "core/error.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_requantize.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
@@ -129,8 +130,10 @@ int device_sms(int device) {
   return sms;
 }
 
-// Fails on memory before gigabytes of weights are copied or generated.
+// Fails on what the GPU lacks, and on memory, before gigabytes of weights are copied or
+// generated.
 void check_fits(const ModelConfig& config, const CudaRunnerOptions& options) {
+  check_runner_gpu(options);
   plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
 }
 
@@ -149,6 +152,12 @@ std::unique_ptr<CudaModelRunner> CudaModelRunner::with_dummy_weights(const Model
   return std::make_unique<CudaModelRunner>(make_dummy_weights(config, seed), options);
 }
 
+void check_runner_gpu(const CudaRunnerOptions& options, bool fp8_weights) {
+  check_gpu_features(device_kernel_paths(options.device),
+                     fp8_weights ? WeightQuantization::kFp8 : options.quantization, options.kv_cache_dtype,
+                     options.kv_finest_precision);
+}
+
 int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -165,6 +174,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
 
 CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options, const CudaTpRank& tp)
     : state_(std::make_unique<State>()) {
+  check_runner_gpu(options, weights.fp8());
   State& st = *state_;
   st.num_sms = device_sms(options.device);
   st.options = options;
