@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/dummy_fill.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_cache_write.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/paged_attention_heads.h"
@@ -217,9 +218,10 @@ nlohmann::json small_batch_case(int64_t batch, int64_t context, int num_sms, dou
                 head.c_str(), kernel_name(kernel), best, best_splits, rate(best), 100.0 * rate(best) / copy_gbs, runner,
                 at_runner);
   }
-  // kAuto as the runner launches it: the head clusters for few rows, else the tensor-core
-  // kernel with the runner's splits.
-  const int auto_size = paged_attention_head_cluster_size(batch, kKvHeads, num_sms);
+  // kAuto as the runner launches it: the head clusters for few rows (the Hopper path), else the
+  // tensor-core kernel with the runner's splits.
+  const bool clusters = device_kernel_paths().head_clusters;
+  const int auto_size = clusters ? paged_attention_head_cluster_size(batch, kKvHeads, num_sms) : 0;
   const double auto_us =
       time_us(DecodeAttentionKernel::kAuto, tc_runner, [&](PagedAttentionParams& p) { paged_attention(p, s); });
   std::printf("%s %-13s %7.1f us/layer (cluster %d) %6.0f GB/s (%4.1f%% of copy); best split kernel / auto %.2fx\n",
@@ -228,6 +230,7 @@ nlohmann::json small_batch_case(int64_t batch, int64_t context, int num_sms, dou
   j["auto"] = {{"cluster", auto_size}, {"us", auto_us}, {"kv_gb_per_s", rate(auto_us)},
                {"fraction_of_copy", rate(auto_us) / copy_gbs}, {"best_split_kernel_over_auto", best_old / auto_us}};
   for (int warps : {8, 4}) {
+    if (!clusters) break;
     std::printf("%s head_clusters %d warps, us/layer per cluster size (resident clusters):", head.c_str(), warps);
     for (int cluster : {1, 2, 4, 8, 16}) {
       PagedAttentionParams shape = decode_params(st.q.get(), d_seq.get(), d_ctx.get(), st.tables.get(), st.max_blocks,
@@ -395,6 +398,7 @@ int main(int argc, char** argv) {
     OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     nlohmann::json j;
     j["device"] = prop.name;
+    j["kernel_paths"] = device_kernel_paths().describe();
     j["copy_bandwidth_gb_per_s"] = bench::copy_bandwidth_gbs();
     std::printf("copy %.0f GB/s\n", j["copy_bandwidth_gb_per_s"].get<double>());
     if (only.empty() || only == "decode")
@@ -422,6 +426,7 @@ int main(int argc, char** argv) {
         for (int64_t b : kv_batches)
           for (auto k : {DecodeAttentionKernel::kTensorCores, DecodeAttentionKernel::kCudaCores,
                          DecodeAttentionKernel::kHeadClusters}) {
+            if (k == DecodeAttentionKernel::kHeadClusters && !device_kernel_paths().head_clusters) continue;
             for (auto precision : kv_precisions)
               j["kv"].push_back(kv_precision_case(b, kv_context, layers, precision, false, k,
                                                   prop.multiProcessorCount, j["copy_bandwidth_gb_per_s"], s,

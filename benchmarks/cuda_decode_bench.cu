@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_paths.h"
 #include "cuda_breakdown_bench.h"
 #include "cuda_decode_workload.h"
 #include "cuda_elementwise_bench.h"
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
     OPTIMATE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     j["device"] = prop.name;
     j["sms"] = prop.multiProcessorCount;
+    j["kernel_paths"] = device_kernel_paths().describe();
     const double copy_gbs = bench::copy_bandwidth_gbs();
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
     const ModelConfig c = llama3_8b(layers);

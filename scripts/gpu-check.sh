@@ -45,14 +45,24 @@
 #   kernels_tests.log/json    the `kernels` stage: kernel variants and their failover (KernelsOnCuda)
 #   gemv_tests.log gemv_tests.json gemv.json gemv.log  the `gemv` stage: the decode GEMV tests
 #                             (every kernel, bf16 and FP8) and cuda_decode_bench --only gemv
+#   portable_tests.log/json portable_engine.log/json portable_bench_{hopper,portable}.json/log
+#   portable_offline_{hopper,portable}/ portable_offline_*.log
+#                             the `portable` stage: the kernel and engine tests with the portable
+#                             kernels forced (OPTIMATE_CUDA_KERNELS=portable: what Ampere and Ada
+#                             run), batch-1 decode (cuda_decode_bench --quick 1) and the
+#                             1000-request offline run through both paths, side by side
+#                             (OPTIMATE_PORTABLE_PARTS picks of: tests engine bench offline;
+#                             OPTIMATE_PORTABLE_TEST_FILTER narrows the tests)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving and kernels): the stages
-#   to run after the build, of
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving, kernels and
+#   portable): the stages to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise gemv serving kernels
+#   elementwise gemv serving kernels portable
 # kernels: the kernel variants' tests on the GPU (KernelsOnCuda), which `engine` also runs.
+# OPTIMATE_CUDA_ARCHS (default: this GPU's compute capability, 90a on Hopper): the build's GPU
+#   architectures (CMakeLists.txt); the full list builds what a release serves.
 # (kv: the quantized-KV tests and the attention benchmark's KV section, which `tests` and
 # `attention` also run, for a quick check of that work alone: OPTIMATE_GPU_STAGES=kv;
 # swap: the swap and host-tier engine tests, which `engine` also runs, and the long-context
@@ -80,14 +90,20 @@ note "== configure"
 # The whole project (the engine and `optimate` too); a machine without the CPU stack's
 # libraries falls back to the GPU suite alone (core, model, the CUDA backend).
 full=1
+# The build is for the GPU it runs on (a Hopper build's sm_90 code also holds the portable
+# kernels, which OPTIMATE_CUDA_KERNELS=portable selects), unless OPTIMATE_CUDA_ARCHS says.
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+[[ "$cc" == 90 ]] && cc=90a
+archs=${OPTIMATE_CUDA_ARCHS:-${cc:-80;86;89;90a}}
+note "CUDA architectures: $archs"
 if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE_CUDA=ON \
-    -DOPTIMATE_GPU_SUITE_ONLY=OFF -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
+    -DOPTIMATE_GPU_SUITE_ONLY=OFF -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v "-DOPTIMATE_CUDA_ARCHS=$archs" \
     >"$out/configure.log" 2>&1; then
   full=0
   note "full configure failed (see configure.log); building the GPU suite alone"
   rm -rf "$build"
   if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE_CUDA=ON \
-      -DOPTIMATE_GPU_SUITE_ONLY=ON -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v \
+      -DOPTIMATE_GPU_SUITE_ONLY=ON -DOPTIMATE_TESTS=ON -DCMAKE_CUDA_FLAGS=-Xptxas=-v "-DOPTIMATE_CUDA_ARCHS=$archs" \
       >>"$out/configure.log" 2>&1; then
     note "configure FAILED (see configure.log)"
     tail -20 "$out/configure.log"
@@ -468,5 +484,71 @@ PY
   fi
   note "tp exit $tp_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status, kernels exit $kernels_status"
-[[ $kernels_status -eq 0 && $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+portable_status=0
+portable_part() { [[ " ${OPTIMATE_PORTABLE_PARTS:-tests engine bench offline} " == *" $1 "* ]]; }
+if want portable; then
+  note "== the portable kernels (OPTIMATE_CUDA_KERNELS=portable): tests, then batch-1 decode and offline beside the Hopper path"
+  if portable_part tests; then
+    OPTIMATE_CUDA_KERNELS=portable "$build/tests/test_cuda" --gtest_filter="${OPTIMATE_PORTABLE_TEST_FILTER:-*}" \
+      --gtest_output="json:$out/portable_tests.json" >"$out/portable_tests.log" 2>&1 || portable_status=1
+    grep -m1 -o "CUDA GPU .*" "$out/portable_tests.log" | tee -a "$summary"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/portable_tests.log" | tee -a "$summary"
+    grep -E "Failure|expected|elements outside|differ" "$out/portable_tests.log" | head -40
+  fi
+  if portable_part engine && [[ $full -eq 1 ]]; then
+    OPTIMATE_CUDA_KERNELS=portable "$build/tests/test_cuda_engine" --gtest_filter="${OPTIMATE_PORTABLE_TEST_FILTER:-*}" \
+      --gtest_output="json:$out/portable_engine.json" >"$out/portable_engine.log" 2>&1 || portable_status=1
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/portable_engine.log" | tee -a "$summary"
+    grep -E "Failure|Expected|Which is" "$out/portable_engine.log" | head -20
+  fi
+  for path in hopper portable; do
+    kernels=auto
+    [[ $path == portable ]] && kernels=portable
+    if portable_part bench; then
+      OPTIMATE_CUDA_KERNELS=$kernels "$build/cuda_decode_bench" --quick 1 --batches 64 \
+        --out "$out/portable_bench_$path.json" >"$out/portable_bench_$path.log" 2>&1 || { portable_status=1; tail -5 "$out/portable_bench_$path.log"; }
+    fi
+    if portable_part offline && [[ $full -eq 1 ]]; then
+      (cd "$root" && OPTIMATE_CUDA_KERNELS=$kernels "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
+         --compare h200-throughput --backend cuda --out "$out/portable_offline_$path") \
+         >"$out/portable_offline_$path.log" 2>&1 || { portable_status=1; tail -5 "$out/portable_offline_$path.log"; }
+    fi
+  done
+  python3 - "$out" <<'PY' | tee -a "$summary" || true
+import json, os, sys
+out = sys.argv[1]
+def load(path):
+    try:
+        return json.load(open(os.path.join(out, path)))
+    except Exception:
+        return None
+rows = []
+bench = {p: load(f"portable_bench_{p}.json") for p in ("hopper", "portable")}
+if all(bench.values()):
+    for p, j in bench.items():
+        print(f"[{p}] {j.get('kernel_paths', '')}")
+    h, q = (bench[p]["batch1_graph"]["tokens_per_s"] for p in ("hopper", "portable"))
+    rows.append(("batch-1 decode, graphs (tok/s)", h, q))
+    for a, b in zip(bench["hopper"].get("batched_decode", []), bench["portable"].get("batched_decode", [])):
+        rows.append((f"batch {a['batch']} decode (output tok/s)", a["output_tokens_per_s"], b["output_tokens_per_s"]))
+    if bench["hopper"].get("prefill") and bench["portable"].get("prefill"):
+        rows.append((f"prefill {bench['hopper']['prefill']['tokens']} tokens (ms, lower is better)",
+                     bench["hopper"]["prefill"]["ms"], bench["portable"]["prefill"]["ms"]))
+offline = {p: load(f"portable_offline_{p}/report.json") for p in ("hopper", "portable")}
+if all(offline.values()):
+    h, q = (offline[p]["runs"][0]["summary"]["output_throughput"] for p in ("hopper", "portable"))
+    rows.append(("offline, 1000 requests (output tok/s)", h, q))
+if rows:
+    print("| figure | Hopper path | portable path | portable / Hopper |")
+    print("|---|---:|---:|---:|")
+    for name, h, q in rows:
+        print(f"| {name} | {h:.1f} | {q:.1f} | {q / h:.2f} |")
+    if all(bench.values()):
+        r = bench["portable"]["batch1_graph"]["tokens_per_s"] / bench["hopper"]["batch1_graph"]["tokens_per_s"]
+        print(f"portable batch-1 decode at {100 * r:.1f}% of the Hopper path's (target: at least 80%)"
+              f"{'' if r >= 0.8 else ': NOT MET'}")
+PY
+  note "portable exit $portable_status, kernels exit $kernels_status"
+fi
+note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status, portable exit $portable_status, kernels exit $kernels_status"
+[[ $portable_status -eq 0 && $kernels_status -eq 0 && $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]

@@ -19,6 +19,7 @@
 #if OPTIMATE_HAVE_CUDA
 #include "backend/cuda/cuda_model_runner.h"
 #include "backend/cuda/cuda_tp_runner.h"
+#include "backend/cuda/kernel_paths.h"
 #endif
 
 namespace optimate {
@@ -32,6 +33,18 @@ bool gpu_present() {
 #endif
 }
 
+// auto: the CUDA backend when a GPU it serves is visible; a GPU below what it needs is logged
+// and left for the CPU (--device cuda then reports why).
+bool gpu_usable() {
+#if OPTIMATE_HAVE_CUDA
+  std::string why;
+  if (!gpu_present()) return false;
+  if (cuda::cuda_device_supported(0, &why)) return true;
+  spdlog::warn("--device auto: serving on the CPU: {}", why);
+#endif
+  return false;
+}
+
 std::string resolve_device(const EngineArgs& args) {
   if (args.device == "cpu") return "cpu";
   if (args.device == "cuda") {
@@ -41,7 +54,7 @@ std::string resolve_device(const EngineArgs& args) {
     if (!gpu_present()) fail(ErrorCode::kNotFound, "--device cuda: no CUDA GPU is visible");
     return "cuda";
   }
-  return gpu_present() ? "cuda" : "cpu";
+  return gpu_usable() ? "cuda" : "cpu";
 }
 
 LoadFormat file_format(const std::string& name) {

@@ -14,6 +14,7 @@
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/paged_attention_heads.h"
 #include "backend/cuda/prefill_attention.h"
+#include "core/error.h"
 #include "test_util.h"
 
 namespace optimate::cuda::testing {
@@ -135,9 +136,16 @@ inline void check_decode_attention(const AttentionCache& c, const AttentionShape
     }
   // The head-cluster kernel at each cluster size and both block sizes (cluster 0: kAuto
   // through paged_attention, as the runner launches it, which takes the head clusters for few
-  // rows), without and with early loads; it needs no workspace nor counters.
+  // rows on the Hopper path and the split kernel on the portable one), without and with early
+  // loads; it needs no workspace nor counters. The portable path refuses the clusters.
+  const bool clusters = device_kernel_paths().head_clusters;
   const std::pair<int, int> clusters_warps[] = {{0, 8}, {1, 8}, {2, 8}, {4, 8}, {8, 8}, {1, 4}, {8, 4}};
   for (auto [cluster, warps] : clusters_warps) {
+    if (cluster && !clusters) {
+      PagedAttentionParams p = row_params(c, s, d_q.get(), stride, d_tables.get(), d_seq.get(), d_ctx.get(), S, nullptr);
+      EXPECT_THROW(paged_attention_head_clusters(p, cluster, nullptr, warps), Error) << "portable path, cluster " << cluster;
+      continue;
+    }
     DeviceBuffer<uint16_t> d_out(S * qd);
     PagedAttentionParams p = row_params(c, s, d_q.get(), stride, d_tables.get(), d_seq.get(), d_ctx.get(), S, d_out.get());
     p.kernel = cluster ? DecodeAttentionKernel::kHeadClusters : DecodeAttentionKernel::kAuto;

@@ -31,6 +31,7 @@ namespace {
 
 TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
   OPTIMATE_REQUIRE_GPU();
+  OPTIMATE_REQUIRE_FP8();
 #if !OPTIMATE_HAVE_CPU_BACKEND
   GTEST_SKIP() << "CPU backend not built here (no OpenBLAS/OpenMP): nothing to compare with";
 #else

@@ -53,6 +53,7 @@ class StaticQuantizedCache : public ::testing::TestWithParam<StaticCase> {};
 TEST_P(StaticQuantizedCache, PrefillAndDecodeMatchTheTwinAtThatPrecision) {
   OPTIMATE_REQUIRE_GPU();
   const StaticCase sc = GetParam();
+  if (sc.precision == KvPrecision::kFP8) OPTIMATE_REQUIRE_FP8();
   const ModelConfig c = small_config(sc.llama3);
   const LoadedModel host = make_dummy_model(c, 1234);
   CudaRunnerOptions o = small_options();

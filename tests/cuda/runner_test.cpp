@@ -177,6 +177,7 @@ TEST(CudaRunner, FusedElementwiseKernelsMatchTheSeparateOnes) {
   for (bool llama3 : {true, false})
     for (WeightQuantization q : {WeightQuantization::kNone, WeightQuantization::kFp8})
       for (kv::KvPrecision kv_dtype : {kv::KvPrecision::kBF16, kv::KvPrecision::kFP8}) {
+        if ((q == WeightQuantization::kFp8 || kv_dtype == kv::KvPrecision::kFP8) && !gpu_has_fp8()) continue;
         const ModelConfig c = small_config(llama3);
         CudaRunnerOptions o = small_options();
         o.quantization = q;

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_block.h"
 #include "core/half.h"
 
@@ -26,6 +27,12 @@ inline bool gpu_available() {
 
 #define OPTIMATE_REQUIRE_GPU() \
   if (!::optimate::cuda::testing::gpu_available()) GTEST_SKIP() << "no CUDA device"
+
+// FP8 weights and fp8 KV through the runner or cuBLASLt need compute capability 8.9 (the runner
+// refuses them at start below it; kernel_paths.h).
+inline bool gpu_has_fp8() { return device_kernel_paths().fp8; }
+#define OPTIMATE_REQUIRE_FP8() \
+  if (!::optimate::cuda::testing::gpu_has_fp8()) GTEST_SKIP() << "FP8 needs compute capability 8.9"
 
 // bf16 data as the device sees it (bits) and as the CPU twin sees it (exact float values).
 struct Bf16Data {

@@ -294,15 +294,18 @@ TEST(DecodeSplits, KernelChoiceFollowsTheGqaShapeAndBlockSize) {
 }
 
 // Llama-3-8B on 132 SMs: while rows x kv heads is at most half the SMs, kAuto runs one cluster
-// per (row, kv head), of as many blocks as keep them within half the SMs.
+// per (row, kv head), of as many blocks as keep them within half the SMs, where the GPU runs
+// clusters (the Hopper path); on the portable path the split tensor-core kernel serves them.
 TEST(DecodeSplits, FewRowsTakeOneClusterPerKvHead) {
   using K = DecodeAttentionKernel;
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 16, 132), K::kHeadClusters);
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 8, 32, 8, 16, 132), K::kHeadClusters);
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 9, 32, 8, 16, 132), K::kTensorCores);
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kTensorCores, 1, 32, 8, 16, 132), K::kTensorCores);  // on request
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 8, 132), K::kCudaCores);    // block size 8
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 32, 16, 132), K::kCudaCores);  // MHA
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 16, 132, true), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 8, 32, 8, 16, 132, true), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 9, 32, 8, 16, 132, true), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kTensorCores, 1, 32, 8, 16, 132, true), K::kTensorCores);  // on request
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 8, 132, true), K::kCudaCores);    // block size 8
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 32, 16, 132, true), K::kCudaCores);  // MHA
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 16, 132, false), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 8, 32, 8, 16, 108, false), K::kTensorCores);  // A100's SMs
   EXPECT_EQ(paged_attention_head_cluster_size(1, 8, 132), 8);
   EXPECT_EQ(paged_attention_head_cluster_size(2, 8, 132), 4);
   EXPECT_EQ(paged_attention_head_cluster_size(4, 8, 132), 2);

@@ -10,6 +10,7 @@
 #include "backend/cuda/fp8_weights.h"
 #include "core/error.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_requantize.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
@@ -92,25 +93,20 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   return b;
 }
 
-namespace {
-
-// Splits the card's memory for config under options: weights (already allocated when
-// `weights_resident`, so counted among the used bytes), activations, then the KV pool.
-MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
-                    bool weights_resident, int num_sms, const parallel::TpPartition* tp = nullptr) {
+MemoryPlanInput runner_memory_plan_input(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
+                                         bool weights_resident, int num_sms, int64_t total_bytes, int64_t free_bytes,
+                                         bool fp8_weights_possible, const parallel::TpPartition* tp) {
   check_supported(c);
   if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
     fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
          "max_num_batched_tokens {} must be positive", options.block_size, options.max_num_seqs,
          options.max_num_batched_tokens);
-  size_t free_b = 0, total_b = 0;
-  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const int64_t len = resolve_max_model_len(c, options);
   const kv::KvLayout layout = runner_kv_layout(c, options);
   const int64_t seq_blocks = (len + options.block_size - 1) / options.block_size;
   MemoryPlanInput in;
-  in.total_bytes = static_cast<int64_t>(total_b);
-  in.free_bytes = static_cast<int64_t>(free_b);
+  in.total_bytes = total_bytes;
+  in.free_bytes = free_bytes;
   in.weights_resident = weights_resident;
   in.gpu_memory_utilization = options.gpu_memory_utilization;
   in.weight_bytes = weight_bytes;
@@ -119,7 +115,26 @@ MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int6
   in.kv_page_slots = layout.page_slots;
   in.min_kv_slots = seq_blocks * layout.slots_for(layout.base);
   in.requested_kv_slots = options.num_kv_blocks;
-  return plan_memory(in);
+  in.max_model_len = len;
+  in.block_size = options.block_size;
+  in.slots_per_block = layout.slots_for(layout.base);
+  in.fp8_weights_possible = fp8_weights_possible;
+  in.kv_bf16 = layout.base == kv::KvPrecision::kBF16;
+  return in;
+}
+
+namespace {
+
+// Splits the current GPU's memory for config under options (runner_memory_plan_input).
+MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
+                    bool weights_resident, int num_sms, const parallel::TpPartition* tp = nullptr) {
+  size_t free_b = 0, total_b = 0;
+  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const bool fp8_possible =
+      device_kernel_paths(options.device).fp8 && options.quantization != WeightQuantization::kFp8;
+  return plan_memory(runner_memory_plan_input(c, options, weight_bytes, weights_resident, num_sms,
+                                              static_cast<int64_t>(total_b), static_cast<int64_t>(free_b),
+                                              fp8_possible, tp));
 }
 
 int device_sms(int device) {
@@ -129,8 +144,10 @@ int device_sms(int device) {
   return sms;
 }
 
-// Fails on memory before gigabytes of weights are copied or generated.
+// Fails on what the GPU lacks, and on memory, before gigabytes of weights are copied or
+// generated.
 void check_fits(const ModelConfig& config, const CudaRunnerOptions& options) {
+  check_runner_gpu(options);
   plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
 }
 
@@ -149,6 +166,12 @@ std::unique_ptr<CudaModelRunner> CudaModelRunner::with_dummy_weights(const Model
   return std::make_unique<CudaModelRunner>(make_dummy_weights(config, seed), options);
 }
 
+void check_runner_gpu(const CudaRunnerOptions& options, bool fp8_weights) {
+  check_gpu_features(device_kernel_paths(options.device),
+                     fp8_weights ? WeightQuantization::kFp8 : options.quantization, options.kv_cache_dtype,
+                     options.kv_finest_precision);
+}
+
 int cuda_device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -165,6 +188,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
 
 CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& options, const CudaTpRank& tp)
     : state_(std::make_unique<State>()) {
+  check_runner_gpu(options, weights.fp8());
   State& st = *state_;
   st.num_sms = device_sms(options.device);
   st.options = options;

@@ -158,6 +158,11 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<State> state_;
 };
 
+// What options need of GPU options.device (kernel_paths.h: FP8 weights, also when `fp8_weights`
+// come quantized, and fp8 KV need compute capability 8.9); Error(kUnsupported) naming the
+// alternatives. Every runner checks at construction, before weights are loaded.
+void check_runner_gpu(const CudaRunnerOptions& options, bool fp8_weights = false);
+
 // GPUs the CUDA runtime sees; 0 when there is none or no driver (never throws).
 int cuda_device_count();
 

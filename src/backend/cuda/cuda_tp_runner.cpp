@@ -86,6 +86,11 @@ std::unique_ptr<parallel::TpRunner> make_cuda_tp_runner(const ModelConfig& confi
                                                         const CudaTpOptions& tp) {
   const parallel::TpPartition partition = parallel::plan_tp_partition(config, tp.num_ranks);
   const std::vector<int> devices = plan_rank_devices(tp, options, cuda_device_count());
+  for (int d : devices) {  // what every rank's GPU lacks, before any weights are loaded
+    CudaRunnerOptions o = options;
+    o.device = d;
+    check_runner_gpu(o);
+  }
   int caller_device = 0;  // NCCL's set-up switches GPUs; the caller's thread keeps its own
   OPTIMATE_CUDA_CHECK(cudaGetDevice(&caller_device));
   std::vector<std::unique_ptr<DeviceCommunicator>> comms = make_communicators(tp, devices);

@@ -17,8 +17,10 @@
 #include "backend/cuda/gemv.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/e4m3.cuh"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/gemv_mma.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/programmatic_launch.h"
 
@@ -56,8 +58,7 @@ __device__ __forceinline__ float dot16_fp8(const uint4& w, const Bf16x8& x0, con
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
       const uint16_t pair = static_cast<uint16_t>(words[i] >> (16 * j));
-      uint32_t h2;
-      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+      const uint32_t h2 = e4m3x2_to_half2_bits(pair);
       const float2 fw = __half22float2(*reinterpret_cast<const __half2*>(&h2));
       const float2 fx = __bfloat1622float2(xv.h[(i % 2) * 2 + j]);
       s = fmaf(fw.x, fx.x, s);
@@ -214,11 +215,13 @@ void launch_kernel(const GemvParams& p, int split, int half_span, int64_t num_pa
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(M * p.k * 2) : 0;
   if (split == 0) split = pick_split(num_pairs, p.k, kChunk<kFp8>, resident_blocks<M, kFp8>(smem));
   if (smem > 48 * 1024) {
+    const int64_t optin = device_kernel_paths().gpu.smem_block_optin_bytes;
+    OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= optin, "an RMSNorm input of {} rows of {} takes {} bytes of "
+                         "shared memory; the GPU gives a block {}", M, p.k, smem, optin);
     static PerDeviceOnce raised;
-    once_per_device(raised, [] {
-      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M, kFp8>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               200 * 1024));
+    once_per_device(raised, [optin] {
+      OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(optin)));
     });
   }
   const int64_t pairs_per_block = kWarps / split;

@@ -29,7 +29,9 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/e4m3.cuh"
 #include "backend/cuda/gemv_epilogue.cuh"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/programmatic_launch.h"
 
@@ -95,8 +97,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
 // an f16 and a bf16).
 __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t word, int h) {
   const uint16_t pair = static_cast<uint16_t>(word >> (16 * h));
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+  const uint32_t h2 = e4m3x2_to_half2_bits(pair);
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
   return pack_bf16(f.x, f.y);
 }
@@ -215,25 +216,33 @@ __global__ void __launch_bounds__(kGemvThreads, kMinBlocks)
   }
 }
 
-// Shared memory that keeps a second block off an SM (of 228 KB): a grid planned at one block
-// per SM must not land two on one SM, as it may when the previous kernel still holds some SMs
-// as it starts (programmatic launch), since the blocks never move and the SM with two would
-// take twice as long.
-constexpr size_t kOneBlockPerSmSmem = 116 * 1024;
+// Shared memory that keeps a second block off an SM (a KB past half of it, the system's share
+// of each block counted): a grid planned at one block per SM must not land two on one SM, as it
+// may when the previous kernel still holds some SMs as it starts (programmatic launch), since
+// the blocks never move and the SM with two would take twice as long.
+size_t one_block_per_sm_smem(const GpuDescription& gpu) {
+  return static_cast<size_t>(std::min(gpu.smem_block_optin_bytes,
+                                      gpu.smem_sm_bytes / 2 - gpu.smem_block_reserved_bytes + 1024));
+}
 
 template <bool kFp8, int kU, int kMinBlocks>
 void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cudaStream_t stream) {
   constexpr auto kernel = gemv_mma_kernel<kFp8, kU, kMinBlocks>;
+  const GpuDescription& gpu = device_kernel_paths().gpu;
   static PerDeviceOnce raised;
-  once_per_device(raised, [] {
-    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  once_per_device(raised, [&gpu] {
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(gpu.smem_block_optin_bytes)));
   });
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(p.m * p.k * 2) : 0;
+  OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= gpu.smem_block_optin_bytes, "an RMSNorm input of {} rows of "
+                       "{} takes {} bytes of shared memory; the GPU gives a block {}", p.m, p.k, smem,
+                       gpu.smem_block_optin_bytes);
   int per_sm = 0;
   OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
   const GemvMmaGrid grid =
       gemv_mma_grid(num_pairs, p.k, kFp8, split, kU, gemv_device_sms(), std::clamp(per_sm, 1, kMinBlocks));
-  const size_t launch_smem = grid.per_sm == 1 && per_sm > 1 ? std::max(smem, kOneBlockPerSmSmem) : smem;
+  const size_t launch_smem = grid.per_sm == 1 && per_sm > 1 ? std::max(smem, one_block_per_sm_smem(gpu)) : smem;
   launch_programmatic(kernel, dim3(static_cast<unsigned>(grid.blocks)), dim3(kGemvThreads), launch_smem, stream,
                       kFp8 ? "gemv_mma_kernel<fp8>" : "gemv_mma_kernel", p, grid.split, half_span,
                       static_cast<int>(num_pairs), static_cast<int>(grid.rounds));

@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/e4m3.cuh"
 #include "backend/cuda/kv_block.h"
 
 namespace optimate::cuda {
@@ -56,8 +57,7 @@ __device__ __forceinline__ void kv_dequant8(int code, const uint4& e, float (&x)
     for (int i = 0; i < 4; ++i) {
       const uint32_t w = i < 2 ? e.x : e.y;
       const uint16_t pair = static_cast<uint16_t>(w >> (16 * (i % 2)));
-      uint32_t h2;
-      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+      const uint32_t h2 = e4m3x2_to_half2_bits(pair);
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
       x[2 * i] = f.x * s;
       x[2 * i + 1] = f.y * s;
@@ -104,12 +104,8 @@ __device__ __forceinline__ void kv_codes_to_half2x4(uint32_t a, uint32_t b, uint
       r[i] = *reinterpret_cast<const uint32_t*>(&v);
     }
   } else {
-    asm("{\n.reg .b16 l0, h0, l1, h1;\n"
-        "mov.b32 {l0, h0}, %4;\nmov.b32 {l1, h1}, %5;\n"
-        "cvt.rn.f16x2.e4m3x2 %0, l0;\ncvt.rn.f16x2.e4m3x2 %1, h0;\n"
-        "cvt.rn.f16x2.e4m3x2 %2, l1;\ncvt.rn.f16x2.e4m3x2 %3, h1;\n}"
-        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-        : "r"(lo), "r"(hi));
+    e4m3x4_to_half2x2_bits(lo, r[0], r[1]);
+    e4m3x4_to_half2x2_bits(hi, r[2], r[3]);
   }
 }
 

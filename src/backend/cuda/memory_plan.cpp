@@ -1,5 +1,7 @@
 #include "backend/cuda/memory_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -8,6 +10,57 @@ namespace optimate::cuda {
 namespace {
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
+
+std::string budget_text(const MemoryPlanInput& in, const MemoryPlan& plan) {
+  return fmt::format("the {:.2f} GiB that gpu_memory_utilization {} of this GPU's {:.2f} GiB allows{}",
+                     gib(plan.budget_bytes), in.gpu_memory_utilization, gib(in.total_bytes),
+                     plan.other_bytes > 0 ? fmt::format(" ({:.2f} GiB of it held by other processes and the "
+                                                        "CUDA context)", gib(plan.other_bytes))
+                                          : std::string());
+}
+
+// Names the first part that does not fit (weights, then activations, then the KV cache) and
+// the settings that would make room.
+[[noreturn]] void fail_to_fit(const MemoryPlanInput& in, const MemoryPlan& plan, int64_t fit_slots,
+                              int64_t min_slots) {
+  const int64_t room = plan.budget_bytes - plan.other_bytes;
+  // A larger share helps only where the whole card would hold it all.
+  const bool whole_card_fits = in.total_bytes - plan.other_bytes - plan.weight_bytes - plan.activation_bytes >=
+                               std::max(min_slots, in.requested_kv_slots) * in.kv_slot_bytes;
+  const std::string more =
+      in.gpu_memory_utilization < 1.0 && whole_card_fits ? "raise --gpu-memory-utilization, " : "";
+  const std::string fp8 = in.fp8_weights_possible ? "store them in FP8 (--quantization fp8, 0.57x the bytes), " : "";
+  if (plan.weight_bytes > room)
+    fail(ErrorCode::kResourceExhausted,
+         "the model does not fit in GPU memory: its weights take {:.2f} GiB, more than {}; {}{}split it over GPUs "
+         "(--tensor-parallel-size), or serve a smaller model",
+         gib(plan.weight_bytes), budget_text(in, plan), more, fp8);
+  if (plan.weight_bytes + plan.activation_bytes > room)
+    fail(ErrorCode::kResourceExhausted,
+         "the model does not fit in GPU memory: its weights ({:.2f} GiB) and the activations of a step "
+         "({:.2f} GiB) take more than {}; lower --max-num-batched-tokens or --max-num-seqs (the step the "
+         "activations are sized for), {}{}or split it over GPUs (--tensor-parallel-size)",
+         gib(plan.weight_bytes), gib(plan.activation_bytes), budget_text(in, plan), more, fp8);
+  const int64_t left = room - plan.weight_bytes - plan.activation_bytes;
+  if (in.requested_kv_slots > min_slots)
+    fail(ErrorCode::kResourceExhausted,
+         "a KV cache of {} slots (--num-kv-blocks) takes {:.2f} GiB, and {:.2f} GiB remain of {} after the weights "
+         "({:.2f} GiB) and activations ({:.2f} GiB): {} slots fit",
+         in.requested_kv_slots, gib(in.requested_kv_slots * in.kv_slot_bytes), gib(left), budget_text(in, plan),
+         gib(plan.weight_bytes), gib(plan.activation_bytes), fit_slots);
+  const std::string context =
+      in.max_model_len > 0 ? fmt::format("one sequence of {} tokens (--max-model-len)", in.max_model_len)
+                           : std::string("one full-length sequence");
+  const int64_t fit_tokens =
+      in.block_size > 0 ? fit_slots / std::max<int64_t>(1, in.slots_per_block) * in.block_size : 0;
+  fail(ErrorCode::kResourceExhausted,
+       "the KV cache does not fit in GPU memory: {:.2f} GiB remain of {} after the weights ({:.2f} GiB) and "
+       "activations ({:.2f} GiB), and {} needs {:.2f} GiB of KV; {}{}{}or lower --max-num-batched-tokens",
+       gib(std::max<int64_t>(0, left)), budget_text(in, plan), gib(plan.weight_bytes), gib(plan.activation_bytes),
+       context, gib(min_slots * in.kv_slot_bytes),
+       fit_tokens > 0 ? fmt::format("lower --max-model-len to {} or less, ", fit_tokens) : std::string(),
+       in.kv_bf16 ? "store the KV cache in int8 (--kv-cache-dtype int8, half the bytes of bf16), " : "", more);
+}
 
 }  // namespace
 
@@ -45,18 +98,7 @@ MemoryPlan plan_memory(const MemoryPlanInput& in) {
   const int64_t page_bytes = in.kv_slot_bytes * in.kv_page_slots;
   const int64_t fit_slots = left > 0 ? left / page_bytes * in.kv_page_slots : 0;
   const int64_t min_slots = (in.min_kv_slots + in.kv_page_slots - 1) / in.kv_page_slots * in.kv_page_slots;
-  const int64_t need = std::max<int64_t>(min_slots, in.requested_kv_slots);
-  if (fit_slots < need) {
-    fail(ErrorCode::kResourceExhausted,
-         "the model does not fit in GPU memory: weights {:.2f} GiB + activations {:.2f} GiB + "
-         "KV cache of {} slots {:.2f} GiB + other processes {:.2f} GiB exceed the budget of "
-         "{:.2f} GiB (gpu_memory_utilization {} of {:.2f} GiB); raise "
-         "--gpu-memory-utilization, lower --max-model-len or --max-num-batched-tokens, or use "
-         "a smaller model",
-         gib(plan.weight_bytes), gib(plan.activation_bytes), need, gib(need * in.kv_slot_bytes),
-         gib(plan.other_bytes), gib(plan.budget_bytes), in.gpu_memory_utilization,
-         gib(in.total_bytes));
-  }
+  if (fit_slots < std::max<int64_t>(min_slots, in.requested_kv_slots)) fail_to_fit(in, plan, fit_slots, min_slots);
   plan.num_kv_slots = in.requested_kv_slots > 0 ? in.requested_kv_slots : fit_slots;
   return plan;
 }

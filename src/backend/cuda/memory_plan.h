@@ -20,6 +20,14 @@ struct MemoryPlanInput {
   int64_t kv_page_slots = 1;     // the pool holds whole pages of this many slots
   int64_t min_kv_slots = 1;      // slots one full-length sequence needs
   int64_t requested_kv_slots = 0;  // 0: as many as fit; else a multiple of kv_page_slots
+  // For the message when something does not fit: the context length min_kv_slots holds, the
+  // tokens of a block and the slots it takes (0: the message names slots only), and whether
+  // FP8 weights would be a way out (the GPU runs them and the weights are not FP8 yet).
+  int64_t max_model_len = 0;
+  int64_t block_size = 0;
+  int64_t slots_per_block = 1;
+  bool fp8_weights_possible = false;
+  bool kv_bf16 = true;  // the cache stores bf16 blocks, so int8 would halve it
 };
 
 struct MemoryPlan {
@@ -33,9 +41,10 @@ struct MemoryPlan {
   std::string describe() const;
 };
 
-// Throws Error(kResourceExhausted) naming every term when the weights, activations and KV
-// for one full-length sequence do not fit, and Error(kInvalidArgument) for a bad fraction or a
-// requested slot count that is not whole pages.
+// Throws Error(kResourceExhausted) when the weights, activations and KV for one full-length
+// sequence (or the slots asked for) do not fit, saying which part does not and what would make
+// it fit; Error(kInvalidArgument) for a bad fraction or a requested slot count that is not whole
+// pages.
 MemoryPlan plan_memory(const MemoryPlanInput& in);
 
 }  // namespace optimate::cuda

@@ -30,6 +30,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_quant.cuh"
 #include "backend/cuda/paged_attention_heads.h"
 #include "backend/cuda/paged_attention_tc.h"
@@ -362,24 +363,13 @@ DecodeAttentionKernel resolve_decode_kernel(DecodeAttentionKernel requested, int
 
 DecodeAttentionKernel resolve_decode_kernel_for_rows(DecodeAttentionKernel requested, int64_t num_rows,
                                                      int64_t num_heads, int64_t num_kv_heads,
-                                                     int64_t block_size, int num_sms) {
+                                                     int64_t block_size, int num_sms, bool head_clusters) {
   const DecodeAttentionKernel k = resolve_decode_kernel(requested, num_heads, num_kv_heads, block_size);
-  if (requested == DecodeAttentionKernel::kAuto && k == DecodeAttentionKernel::kTensorCores &&
+  if (requested == DecodeAttentionKernel::kAuto && k == DecodeAttentionKernel::kTensorCores && head_clusters &&
       paged_attention_head_cluster_size(num_rows, num_kv_heads, num_sms) > 0)
     return DecodeAttentionKernel::kHeadClusters;
   return k;
 }
-
-namespace {
-
-int current_device_sms() {
-  int device = 0, sms = 0;
-  OPTIMATE_CUDA_CHECK(cudaGetDevice(&device));
-  OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
-}  // namespace
 
 void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(p.head_dim == 64 || p.head_dim == 128, "head_dim {} (64 or 128 supported)",
@@ -397,9 +387,10 @@ void paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   check_kv_arena(p.cache, p.num_kv_heads, p.block_size, p.head_dim);
   if (p.num_rows == 0) return;
   const int64_t group = p.num_heads / p.num_kv_heads;
-  const int num_sms = current_device_sms();
-  DecodeAttentionKernel kernel =
-      resolve_decode_kernel_for_rows(p.kernel, p.num_rows, p.num_heads, p.num_kv_heads, p.block_size, num_sms);
+  const KernelPaths& paths = device_kernel_paths();
+  const int num_sms = paths.gpu.num_sms;
+  DecodeAttentionKernel kernel = resolve_decode_kernel_for_rows(p.kernel, p.num_rows, p.num_heads, p.num_kv_heads,
+                                                                p.block_size, num_sms, paths.head_clusters);
   if (kernel == DecodeAttentionKernel::kHeadClusters) {
     OPTIMATE_SHAPE_CHECK(p.block_size % 16 == 0, "the head-cluster decode kernel needs a block size "
                          "that is a multiple of 16 (got {})", p.block_size);

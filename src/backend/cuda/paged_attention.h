@@ -24,7 +24,8 @@ enum class DecodeAttentionKernel {
                   // G >= 2; else CUDA cores
   kCudaCores,
   kTensorCores,   // fails for shapes the kernel does not support
-  kHeadClusters,  // the same shapes as kTensorCores; splits, workspace and counters unused
+  kHeadClusters,  // the same shapes as kTensorCores; splits, workspace and counters unused;
+                  // the Hopper path only (kernel_paths.h), refused on the portable one
 };
 
 struct PagedAttentionParams {
@@ -77,11 +78,12 @@ DecodeAttentionKernel resolve_decode_kernel(DecodeAttentionKernel requested, int
                                             int64_t num_kv_heads, int64_t block_size);
 
 // The kernel a launch of `num_rows` rows runs: resolve_decode_kernel's, except that kAuto takes
-// the head clusters in place of the tensor-core kernel when num_rows * num_kv_heads is at most
-// half the SMs (paged_attention_head_cluster_size).
+// the head clusters in place of the tensor-core kernel when the GPU runs them (`head_clusters`:
+// KernelPaths, kernel_paths.h) and num_rows * num_kv_heads is at most half the SMs
+// (paged_attention_head_cluster_size).
 DecodeAttentionKernel resolve_decode_kernel_for_rows(DecodeAttentionKernel requested, int64_t num_rows,
                                                      int64_t num_heads, int64_t num_kv_heads,
-                                                     int64_t block_size, int num_sms);
+                                                     int64_t block_size, int num_sms, bool head_clusters);
 
 // The GQA shape and cache block size that pick the kernel (see resolve_decode_kernel).
 struct DecodeAttentionShape {

@@ -29,6 +29,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/paged_attention_tc_warp.cuh"
 #include "backend/cuda/programmatic_launch.h"
 
@@ -238,6 +239,16 @@ cudaLaunchConfig_t launch_config(const PagedAttentionParams& p, HeadsKernel kern
   return cfg;
 }
 
+// This file is built for Hopper alone (CMakeLists.txt): no other GPU may reach its kernels.
+void require_head_clusters() {
+  const KernelPaths& paths = device_kernel_paths();
+  if (!paths.head_clusters)
+    throw_unsupported(format_braces(
+        "the head-cluster decode kernel needs thread-block clusters and distributed shared memory (the Hopper "
+        "path, compute capability 9.0); GPU {} runs the portable kernels{}",
+        paths.gpu.device, paths.forced ? " (OPTIMATE_CUDA_KERNELS=portable)" : ""));
+}
+
 }  // namespace
 
 int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, int num_sms) {
@@ -249,6 +260,7 @@ int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, in
 }
 
 int paged_attention_head_clusters_resident(const PagedAttentionParams& p, int cluster_size, int warps) {
+  require_head_clusters();
   const HeadsKernel kernel = kernel_for(p, warps);
   if (cluster_size == 1) {
     int per_sm = 0, device = 0, sms = 0;
@@ -287,6 +299,7 @@ void paged_attention_head_clusters(const PagedAttentionParams& p, int cluster_si
   OPTIMATE_SHAPE_CHECK(cluster_size == 1 || cluster_size == 2 || cluster_size == 4 || cluster_size == 8 ||
                            cluster_size == 16,
                        "cluster size {} (1, 2, 4, 8 or 16)", cluster_size);
+  require_head_clusters();
   const HeadsKernel kernel = kernel_for(p, warps);
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg = launch_config(p, kernel, cluster_size, warps, programmatic_launch_enabled(), attr);

@@ -1,5 +1,6 @@
 // The small-batch decode attention kernel (paged_attention.h picks it): one thread-block
 // cluster per (row, kv head), whose warps split the row's keys and combine in shared memory.
+// Hopper only (kernel_paths.h): the launchers refuse a GPU on the portable path.
 #pragma once
 
 #include <cstdint>

@@ -24,13 +24,15 @@
 // Layouts: q/out rows [num_heads, head_dim] bf16 at a row stride; cache blocks per kv_block.h;
 // tiles [num_tiles, 4] int32 (see the header).
 // Launch: grid (num_heads, num_tiles), 128 threads, dynamic shared memory (the Q tile and two
-// K/V stages, or one and the raw stage; two blocks fit an SM). Blocks take the tiles last to first: with one long prompt
+// K/V stages of 64 keys, or one and the raw stage; two blocks fit an H200 SM; key tiles of 32
+// where a block gets less: prefill_attention_key_tile). Blocks take the tiles last to first: with one long prompt
 // the late tiles carry the most keys, and starting them first shortens the tail.
 #include "backend/cuda/prefill_attention.h"
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_quant.cuh"
 
 namespace optimate::cuda {
@@ -40,20 +42,21 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMTiles = 2;  // 16-row m-tiles per warp
 constexpr int kWarpRows = 16 * kMTiles;
-constexpr int kBk = 64;
 static_assert(kPrefillTileRows == kWarpRows * kWarps, "the warps' rows make up the tile");
 
-template <int D, bool Q>
+// BK: keys a step takes (prefill_attention_key_tile).
+template <int D, bool Q, int BK>
 struct Smem {
   static constexpr int kLd = D + 8;  // bf16; the pad puts the 8 rows of an ldmatrix on all banks
-  static constexpr size_t kTile = sizeof(__nv_bfloat16) * kBk * kLd;
+  static constexpr size_t kTile = sizeof(__nv_bfloat16) * BK * kLd;
   static constexpr size_t kQ = sizeof(__nv_bfloat16) * kPrefillTileRows * kLd;
   static constexpr int kStages = Q ? 1 : 2;
-  // Q variant's raw stage: K codes [kBk][2 D] bytes (room for a bf16 row), V codes, then K and
-  // V scales [kBk][8] bytes (the most a row has: two int4 groups at head_dim 128).
+  // Q variant's raw stage: K codes [BK][2 D] bytes (room for a bf16 row), V codes, then K and
+  // V scales [BK][8] bytes (the most a row has: two int4 groups at head_dim 128).
   static constexpr size_t kRawRow = 2 * D, kRawScales = 8;
-  static constexpr size_t kRaw = Q ? 2 * kBk * (kRawRow + kRawScales) : 0;
+  static constexpr size_t kRaw = Q ? 2 * BK * (kRawRow + kRawScales) : 0;
   static constexpr size_t kBytes = kQ + kStages * 2 * kTile + kRaw;  // Q, {K, V} stages, raw
+  static_assert(kBytes == prefill_attention_smem_bytes(D, Q, BK), "the header's count of the same bytes");
 };
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -102,9 +105,9 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Issues the copies of the 64 keys from kt into one stage: lanes take consecutive 16-byte
+// Issues the copies of the BK keys from kt into one stage: lanes take consecutive 16-byte
 // pieces of a row, so each warp instruction moves two whole cache rows.
-template <int D>
+template <int D, int BK>
 __device__ __forceinline__ void load_tile(const PrefillAttentionParams& p, const int32_t* table,
                                           int kvh, int kt, int kv_end, __nv_bfloat16* sK,
                                           __nv_bfloat16* sV) {
@@ -115,27 +118,27 @@ __device__ __forceinline__ void load_tile(const PrefillAttentionParams& p, const
   const auto* k_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.k);
   const auto* v_cache = reinterpret_cast<const __nv_bfloat16*>(p.cache.v);
 #pragma unroll
-  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+  for (int j = threadIdx.x / kPieces; j < BK; j += kRowsPerPass) {
     const int pos = kt + j;
     const bool valid = pos < kv_end;
     const int64_t row = valid ? (static_cast<int64_t>(table[pos / bs]) * p.num_kv_heads + kvh) * bs + pos % bs : 0;
-    cp_async16(sK + j * Smem<D, false>::kLd + piece * 8, k_cache + row * D + piece * 8, valid);
-    cp_async16(sV + j * Smem<D, false>::kLd + piece * 8, v_cache + row * D + piece * 8, valid);
+    cp_async16(sK + j * Smem<D, false, BK>::kLd + piece * 8, k_cache + row * D + piece * 8, valid);
+    cp_async16(sV + j * Smem<D, false, BK>::kLd + piece * 8, v_cache + row * D + piece * 8, valid);
   }
 }
 
-// Q variant: issues the copies of the codes and scales of the 64 key rows from kt, at their
+// Q variant: issues the copies of the codes and scales of the BK key rows from kt, at their
 // blocks' precisions, into the raw stage (rows past kv_end are not copied).
-template <int D>
+template <int D, int BK>
 __device__ __forceinline__ void load_raw_tile(const PrefillAttentionParams& p, const int32_t* table,
                                               int kvh, int kt, int kv_end, uint8_t* raw) {
-  using S = Smem<D, true>;
+  using S = Smem<D, true, BK>;
   constexpr int kPieces = D / 8;  // 16-byte pieces of a bf16 row
   constexpr int kRowsPerPass = kThreads / kPieces;
   const int bs = static_cast<int>(p.block_size), hkv = static_cast<int>(p.num_kv_heads);
   const int piece = threadIdx.x % kPieces;
 #pragma unroll
-  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+  for (int j = threadIdx.x / kPieces; j < BK; j += kRowsPerPass) {
     const int pos = kt + j;
     if (pos >= kv_end) continue;
     const int32_t entry = table[pos / bs];
@@ -144,36 +147,36 @@ __device__ __forceinline__ void load_raw_tile(const PrefillAttentionParams& p, c
     if (piece < kv_row_bytes(code, D) / 16) {
       const int64_t at = block + kv_codes_offset(code, bs, D, kvh, tok) + 16 * piece;
       cp_async16_bytes(raw + j * S::kRawRow + 16 * piece, p.cache.k + at);
-      cp_async16_bytes(raw + (kBk + j) * S::kRawRow + 16 * piece, p.cache.v + at);
+      cp_async16_bytes(raw + (BK + j) * S::kRawRow + 16 * piece, p.cache.v + at);
     }
     if (piece < kv_scale_bytes(code, D) / 4) {
       const int64_t at = block + kv_scales_offset(code, hkv, bs, D, kvh, tok) + 4 * piece;
-      uint8_t* scales = raw + 2 * kBk * S::kRawRow;
+      uint8_t* scales = raw + 2 * BK * S::kRawRow;
       cp_async4_bytes(scales + j * S::kRawScales + 4 * piece, p.cache.k + at);
-      cp_async4_bytes(scales + (kBk + j) * S::kRawScales + 4 * piece, p.cache.v + at);
+      cp_async4_bytes(scales + (BK + j) * S::kRawScales + 4 * piece, p.cache.v + at);
     }
   }
 }
 
 // Q variant: the raw stage (landed) into the bf16 stage; rows past kv_end become zeros.
-template <int D>
+template <int D, int BK>
 __device__ __forceinline__ void convert_raw_tile(const PrefillAttentionParams& p, const int32_t* table,
                                                  int kt, int kv_end, const uint8_t* raw, __nv_bfloat16* sK,
                                                  __nv_bfloat16* sV) {
-  using S = Smem<D, true>;
+  using S = Smem<D, true, BK>;
   constexpr int kPieces = D / 8;
   constexpr int kRowsPerPass = kThreads / kPieces;
   const int bs = static_cast<int>(p.block_size);
   const int piece = threadIdx.x % kPieces;
-  const uint8_t* scales = raw + 2 * kBk * S::kRawRow;
+  const uint8_t* scales = raw + 2 * BK * S::kRawRow;
 #pragma unroll
-  for (int j = threadIdx.x / kPieces; j < kBk; j += kRowsPerPass) {
+  for (int j = threadIdx.x / kPieces; j < BK; j += kRowsPerPass) {
     const int pos = kt + j;
     uint4 k = {0, 0, 0, 0}, v = {0, 0, 0, 0};
     if (pos < kv_end) {
       const int code = kv_entry_code(table[pos / bs]);
       k = kv_dequant8_bf16(code, kv_load8(code, raw + j * S::kRawRow, scales + j * S::kRawScales, piece));
-      v = kv_dequant8_bf16(code, kv_load8(code, raw + (kBk + j) * S::kRawRow, scales + (kBk + j) * S::kRawScales, piece));
+      v = kv_dequant8_bf16(code, kv_load8(code, raw + (BK + j) * S::kRawRow, scales + (BK + j) * S::kRawScales, piece));
     }
     *reinterpret_cast<uint4*>(sK + j * S::kLd + piece * 8) = k;
     *reinterpret_cast<uint4*>(sV + j * S::kLd + piece * 8) = v;
@@ -190,19 +193,19 @@ __device__ __forceinline__ void load_q(const PrefillAttentionParams& p, int64_t 
   for (int j = threadIdx.x / kPieces; j < kPrefillTileRows; j += kThreads / kPieces) {
     const bool valid = j < nq;
     const __nv_bfloat16* src = p.q + (valid ? (tok0 + j) * p.q_row_stride + h * D : 0) + piece * 8;
-    cp_async16(sQ + j * Smem<D, false>::kLd + piece * 8, src, valid);
+    cp_async16(sQ + j * Smem<D, false, 64>::kLd + piece * 8, src, valid);
   }
 }
 
-// Causal mask and online softmax of one m-tile's scores s (16 rows by the 64 keys from kt);
-// leaves P in pf as the A operand of P V and rescales the m-tile's output o. A row's 64 values
+// Causal mask and online softmax of one m-tile's scores s (16 rows by the BK keys from kt);
+// leaves P in pf as the A operand of P V and rescales the m-tile's output o. A row's BK values
 // are spread over the lanes of a quad; qpos0 / qpos1 are the positions of rows g and g + 8.
-template <int ND>
-__device__ __forceinline__ void online_softmax(float (&s)[kBk / 8][4], float (&o)[ND][4],
-                                               uint32_t (&pf)[kBk / 16][4], float (&m)[2],
+template <int ND, int BK>
+__device__ __forceinline__ void online_softmax(float (&s)[BK / 8][4], float (&o)[ND][4],
+                                               uint32_t (&pf)[BK / 16][4], float (&m)[2],
                                                float (&l)[2], bool masked, int kt, int qpos0,
                                                int qpos1, int c, float scale_log2) {
-  constexpr int NK = kBk / 8;
+  constexpr int NK = BK / 8;
   float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
   for (int n = 0; n < NK; ++n) {
@@ -244,12 +247,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBk / 8][4], float (&o
   }
 }
 
-template <int D, bool Q>
+template <int D, bool Q, int BK>
 __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const PrefillAttentionParams p) {
-  using S = Smem<D, Q>;
+  using S = Smem<D, Q, BK>;
   constexpr int KD = D / 16;   // k-steps over head_dim
   constexpr int ND = D / 8;    // 8-wide column tiles of the output
-  constexpr int NK = kBk / 8;  // 8-wide column tiles of S
+  constexpr int NK = BK / 8;   // 8-wide column tiles of S
   constexpr int MT = kMTiles;
   extern __shared__ __align__(128) unsigned char smem[];
   auto* sQ = reinterpret_cast<__nv_bfloat16*>(smem);
@@ -269,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   const int lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
   const int kv_end = pos0 + nq;  // keys [0, kv_end)
-  const int num_kt = (kv_end + kBk - 1) / kBk;
+  const int num_kt = (kv_end + BK - 1) / BK;
   // Read once here: left in the epilogue, they were re-read through the parameter block for
   // every store.
   __nv_bfloat16* const out = p.out;
@@ -277,13 +280,13 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
 
   load_q<D>(p, tok0, nq, h, sQ);
   if constexpr (Q) {
-    load_raw_tile<D>(p, table, kvh, 0, kv_end, raw);
+    load_raw_tile<D, BK>(p, table, kvh, 0, kv_end, raw);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    convert_raw_tile<D>(p, table, 0, kv_end, raw, sK(0), sV(0));
+    convert_raw_tile<D, BK>(p, table, 0, kv_end, raw, sK(0), sV(0));
   } else {
-    load_tile<D>(p, table, kvh, 0, kv_end, sK(0), sV(0));
+    load_tile<D, BK>(p, table, kvh, 0, kv_end, sK(0), sV(0));
     cp_async_commit();
   }
 
@@ -333,17 +336,17 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
         }
       }
     }
-    uint32_t pf[MT][kBk / 16][4];  // P as the A operand of P V, one k-step per 16 keys
+    uint32_t pf[MT][BK / 16][4];  // P as the A operand of P V, one k-step per 16 keys
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int first = pos0 + w0 + 16 * mt;  // position of the m-tile's first row
-      online_softmax<ND>(s[mt], o[mt], pf[mt], m[mt], l[mt], kt + kBk - 1 > first, kt, first + g,
+      online_softmax<ND, BK>(s[mt], o[mt], pf[mt], m[mt], l[mt], kt + BK - 1 > first, kt, first + g,
                          first + g + 8, c, scale_log2);
     }
     // O += P V. One ldmatrix.x4.trans gives the B fragments of two 8-wide output tiles for
     // 16 keys (matrices: keys +0 / +8 of dims +0, then of dims +8), used by both m-tiles.
 #pragma unroll
-    for (int k = 0; k < kBk / 16; ++k) {
+    for (int k = 0; k < BK / 16; ++k) {
 #pragma unroll
       for (int n = 0; n < ND; n += 2) {
         uint32_t b[4];
@@ -358,22 +361,22 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   };
 
   for (int it = 0; it < num_kt; ++it) {
-    const int kt = it * kBk;
+    const int kt = it * BK;
     if constexpr (Q) {
       const bool next = it + 1 < num_kt;
       __syncthreads();  // the stage's conversion is visible to every warp; the raw stage is free
       if (next) {
-        load_raw_tile<D>(p, table, kvh, kt + kBk, kv_end, raw);
+        load_raw_tile<D, BK>(p, table, kvh, kt + BK, kv_end, raw);
         cp_async_commit();
       }
       attend(sK(0), sV(0), kt);
       if (next) cp_async_wait<0>();
       __syncthreads();  // every warp is done with the stage; the raw stage has landed
-      if (next) convert_raw_tile<D>(p, table, kt + kBk, kv_end, raw, sK(0), sV(0));
+      if (next) convert_raw_tile<D, BK>(p, table, kt + BK, kv_end, raw, sK(0), sV(0));
     } else {
       const int st = it % 2;
       if (it + 1 < num_kt) {
-        load_tile<D>(p, table, kvh, kt + kBk, kv_end, sK(st ^ 1), sV(st ^ 1));
+        load_tile<D, BK>(p, table, kvh, kt + BK, kv_end, sK(st ^ 1), sV(st ^ 1));
         cp_async_commit();
         cp_async_wait<1>();
       } else {
@@ -404,28 +407,33 @@ __global__ void __launch_bounds__(kThreads, 2) prefill_attention_kernel(const Pr
   }
 }
 
-template <int D, bool Q>
-void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t bytes = Smem<D, Q>::kBytes;
-  // Two K/V stages (or one and the raw stage) and the Q tile: about 100 KB at head_dim 128,
-  // past what GPUs before Hopper (and consumer parts) give one block. Checked and granted once
-  // per kernel instance and GPU.
+template <int D, bool Q, int BK>
+void launch_tiles(const PrefillAttentionParams& p, cudaStream_t stream) {
+  constexpr size_t bytes = Smem<D, Q, BK>::kBytes;
+  // Past the 48 KB a launch gets by default: granted once per kernel instance and GPU.
   static PerDeviceOnce granted;
-  once_per_device(granted, [&] {
-    int dev = 0, limit = 0;
-    OPTIMATE_CUDA_CHECK(cudaGetDevice(&dev));
-    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (bytes > static_cast<size_t>(limit))
-      throw_unsupported(format_braces(
-          "prefill attention at head_dim {} needs {} KB of shared memory per block; this GPU allows {} KB",
-          D, bytes / 1024, limit / 1024));
-    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, Q>,
+  once_per_device(granted, [] {
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, Q, BK>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(bytes)));
   });
   const dim3 grid(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tiles));
-  prefill_attention_kernel<D, Q><<<grid, kThreads, bytes, stream>>>(p);
+  prefill_attention_kernel<D, Q, BK><<<grid, kThreads, bytes, stream>>>(p);
   OPTIMATE_CUDA_CHECK_LAUNCH("prefill_attention_kernel");
+}
+
+// Key tiles of 32 exist at head_dim 128 only: at 64 the tiles of 64 take 54 KB, which every
+// GPU of 8.0 and later gives a block.
+template <int D, bool Q>
+void launch(const PrefillAttentionParams& p, cudaStream_t stream) {
+  const int64_t smem = device_kernel_paths().variant_smem_bytes;
+  const int key_tile = prefill_attention_key_tile(D, Q, smem);
+  if (key_tile == 64) return launch_tiles<D, Q, 64>(p, stream);
+  if constexpr (D == 128)
+    if (key_tile == 32) return launch_tiles<D, Q, 32>(p, stream);
+  throw_unsupported(format_braces(
+      "prefill attention at head_dim {} needs {} KB of shared memory a block; this GPU gives {} KB", D,
+      prefill_attention_smem_bytes(D, Q, D == 128 ? 32 : 64) / 1024, smem / 1024));
 }
 
 }  // namespace

@@ -36,4 +36,23 @@ struct PrefillAttentionParams {
 
 void prefill_attention(const PrefillAttentionParams& p, cudaStream_t stream);
 
+// The dynamic shared memory a launch takes: the Q tile and two K/V stages of `key_tile` keys
+// (bf16 rows padded by 8 elements), or one stage and a raw stage of codes and scales for a
+// cache that may hold quantized blocks.
+constexpr int64_t prefill_attention_smem_bytes(int64_t head_dim, bool quantized, int64_t key_tile) {
+  const int64_t ld = head_dim + 8;
+  const int64_t stage = 2 * (2 * key_tile * ld);           // K and V tiles, bf16
+  const int64_t raw = quantized ? 2 * key_tile * (2 * head_dim + 8) : 0;
+  return 2 * kPrefillTileRows * ld + (quantized ? 1 : 2) * stage + raw;
+}
+
+// Keys each step of the kernel takes: 64, or 32 where a block's shared memory (`smem_bytes`,
+// KernelPaths::variant_smem_bytes) cannot hold the stages of 64 (head_dim 128 on the 8.6 and
+// 8.9 parts: 102 KB against their 99 KB); 0 where neither fits.
+constexpr int prefill_attention_key_tile(int64_t head_dim, bool quantized, int64_t smem_bytes) {
+  if (prefill_attention_smem_bytes(head_dim, quantized, 64) <= smem_bytes) return 64;
+  if (prefill_attention_smem_bytes(head_dim, quantized, 32) <= smem_bytes) return 32;
+  return 0;
+}
+
 }  // namespace optimate::cuda

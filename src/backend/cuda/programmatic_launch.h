@@ -1,9 +1,9 @@
-// Programmatic dependent launch (Hopper): a kernel launched this way may start while the
-// kernel before it on the stream is still finishing, so its independent prologue (streaming
-// the weights of a decode GEMV) overlaps the previous kernel's tail and the launch gap. Every
-// kernel launched through launch_programmatic must call wait_for_prior_grid() before it
-// touches memory that earlier kernels write or read; that call returns once the previous grid
-// has completed and its writes are visible.
+// Programmatic dependent launch (compute capability 9.0): a kernel launched this way may start
+// while the kernel before it on the stream is still finishing, so its independent prologue
+// (streaming the weights of a decode GEMV) overlaps the previous kernel's tail and the launch
+// gap. Every kernel launched through launch_programmatic must call wait_for_prior_grid() before
+// it touches memory that earlier kernels write or read; that call returns once the previous
+// grid has completed and its writes are visible.
 #pragma once
 
 #include <utility>
@@ -14,7 +14,9 @@
 
 namespace optimate::cuda {
 
-// Process-wide launch policy (on by default); benchmarks turn it off to measure the gain.
+// Process-wide launch policy (on by default; benchmarks turn it off to measure the gain), and
+// only where the GPU is on the Hopper path (kernel_paths.h): elsewhere launches keep stream
+// order and wait_for_prior_grid() returns at once.
 bool programmatic_launch_enabled();
 void set_programmatic_launch(bool enabled);
 

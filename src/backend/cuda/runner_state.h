@@ -169,6 +169,14 @@ int64_t runner_fp8_max_k(const ModelConfig& c);
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
                                 int64_t max_model_len, const parallel::TpPartition* tp = nullptr);
 
+// The memory plan's input for config under options on a GPU of `total_bytes`, `free_bytes` of
+// them free (cudaMemGetInfo): weights (already allocated when `weights_resident`, so counted
+// among the used bytes), activations, then the KV pool. Host arithmetic alone, so a test plans
+// a GPU that is not there.
+MemoryPlanInput runner_memory_plan_input(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
+                                         bool weights_resident, int num_sms, int64_t total_bytes, int64_t free_bytes,
+                                         bool fp8_weights_possible, const parallel::TpPartition* tp = nullptr);
+
 // The KV layout options ask for (kv::plan_kv_layout with the runner's bf16); Error for a
 // precision the runner cannot hold.
 kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o);

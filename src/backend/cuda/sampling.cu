@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/sampling_select.cuh"
@@ -20,11 +21,12 @@ namespace {
 
 using namespace sampling_detail;
 
+template <int kCopies>
 __global__ void __launch_bounds__(kThreads) fused_sampling_kernel(
     const float* __restrict__ logits, const GpuSampleRow* __restrict__ rows,
     int32_t* __restrict__ token_ids, float* __restrict__ thresholds, int vocab) {
   extern __shared__ __align__(16) unsigned char smem[];
-  SharedState& sh = *reinterpret_cast<SharedState*>(smem);
+  auto& sh = *reinterpret_cast<SharedState<kCopies>*>(smem);
   wait_for_prior_grid();
   allow_next_grid();
   const GpuSampleRow r = rows[blockIdx.x];
@@ -55,6 +57,19 @@ __global__ void __launch_bounds__(kThreads) fused_sampling_kernel(
   }
 }
 
+template <int kCopies>
+void launch_fused(const float* logits, const GpuSampleRow* rows, int32_t* token_ids, float* thresholds,
+                  int64_t num_rows, int64_t vocab, cudaStream_t stream) {
+  constexpr size_t bytes = sizeof(SharedState<kCopies>);
+  static PerDeviceOnce smem_raised;
+  once_per_device(smem_raised, [] {
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(fused_sampling_kernel<kCopies>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  });
+  launch_programmatic(fused_sampling_kernel<kCopies>, dim3(static_cast<unsigned>(num_rows)), dim3(kThreads), bytes,
+                      stream, "fused_sampling_kernel", logits, rows, token_ids, thresholds, static_cast<int>(vocab));
+}
+
 }  // namespace
 
 void sample_rows_fused(const float* logits, const GpuSampleRow* rows, int32_t* token_ids,
@@ -62,15 +77,10 @@ void sample_rows_fused(const float* logits, const GpuSampleRow* rows, int32_t* t
   OPTIMATE_SHAPE_CHECK(vocab > 0 && vocab < (int64_t{1} << 30), "vocab {}", vocab);
   OPTIMATE_SHAPE_CHECK(num_rows >= 0 && num_rows < (int64_t{1} << 31), "num_rows {}", num_rows);
   if (num_rows == 0) return;
-  static PerDeviceOnce smem_raised;
-  once_per_device(smem_raised, [] {
-    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(fused_sampling_kernel,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(sizeof(SharedState))));
-  });
-  launch_programmatic(fused_sampling_kernel, dim3(static_cast<unsigned>(num_rows)), dim3(kThreads),
-                      sizeof(SharedState), stream, "fused_sampling_kernel", logits, rows, token_ids, thresholds,
-                      static_cast<int>(vocab));
+  if (hist_copies_for(device_kernel_paths().variant_smem_bytes) == 8)
+    launch_fused<8>(logits, rows, token_ids, thresholds, num_rows, vocab, stream);
+  else
+    launch_fused<4>(logits, rows, token_ids, thresholds, num_rows, vocab, stream);
 }
 
 }  // namespace optimate::cuda

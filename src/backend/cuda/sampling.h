@@ -70,6 +70,7 @@ class UnfusedSampler {
   DeviceBuffer<float> row_max_;       // (max_rows) max of logits / temperature
   DeviceBuffer<int32_t> offsets_;     // (max_rows + 1) segment starts
   DeviceBuffer<uint8_t> sort_temp_;
+  int hist_copies_ = 8;               // the draw kernel's shared state (sampling_select.cuh)
 };
 
 }  // namespace optimate::cuda

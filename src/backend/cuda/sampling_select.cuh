@@ -58,17 +58,19 @@ using ArgMaxReduce = cub::BlockReduce<ArgMax, kThreads>;
 using U64Reduce = cub::BlockReduce<U64, kThreads>;
 using U64Scan = cub::BlockScan<U64, kThreads>;
 
-// Radix histograms are kept in kHistCopies copies, warp w adding into copy w % kHistCopies:
-// logits crowd a few high-digit bins, and one shared copy serialized their atomics.
-constexpr int kHistCopies = 8;
-
+// Radix histograms are kept in kCopies copies, warp w adding into copy w % kCopies: logits
+// crowd a few high-digit bins, and one shared copy serialized their atomics. Eight copies take
+// 128 KB, more than the 99 KB a block gets on 8.6 and 8.9 parts, which take four
+// (hist_copies_for).
+template <int C>
 struct SharedState {
+  static constexpr int kCopies = C;
   union {
     ArgMaxReduce::TempStorage argmax;
     U64Reduce::TempStorage reduce;
     U64Scan::TempStorage scan;
   } cub;
-  U64 hist[kHistCopies][kMaxBins];
+  U64 hist[C][kMaxBins];
   ArgMax best;
   U64 total;
   U64 selected_above;
@@ -76,8 +78,15 @@ struct SharedState {
   int chosen;
 };
 
+// The histogram copies of the state that fits `smem_bytes` of shared memory a block
+// (KernelPaths::variant_smem_bytes): 8, or 4.
+inline int hist_copies_for(int64_t smem_bytes) {
+  return static_cast<int64_t>(sizeof(SharedState<8>)) <= smem_bytes ? 8 : 4;
+}
+
 // Max of the raw logits and its lowest index (torch.argmax's rule); every thread gets it.
-__device__ inline ArgMax block_argmax(const float* row, int vocab, SharedState& sh) {
+template <typename Shared>
+__device__ inline ArgMax block_argmax(const float* row, int vocab, Shared& sh) {
   ArgMax best{-FLT_MAX, vocab};
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     const float v = row[i];
@@ -98,9 +107,10 @@ __device__ inline ArgMax block_argmax(const float* row, int vocab, SharedState& 
 // threshold for target = k. Weighted: returns the key of the first element, in descending
 // order, at which the running weight reaches fraction * (total weight), i.e. the last element
 // top-p keeps. Three passes over the row (digits of 11, 11 and 10 bits).
-template <bool kWeighted>
+template <bool kWeighted, typename Shared>
 __device__ uint32_t radix_select(const float* row, int vocab, float temperature, float max_z,
-                                 uint32_t floor_key, double target, SharedState& sh) {
+                                 uint32_t floor_key, double target, Shared& sh) {
+  constexpr int kHistCopies = Shared::kCopies;
   constexpr int kShifts[3] = {21, 10, 0};
   constexpr int kWidths[3] = {11, 11, 10};
   uint32_t prefix = 0;
@@ -175,8 +185,9 @@ __device__ uint32_t radix_select(const float* row, int vocab, float temperature,
 // Draws the token: among ids with key(z) >= keep_key, the smallest id whose running weight in
 // ascending id order exceeds u * (total kept weight). Tiles of 4 * kThreads ids are scanned in
 // order, stopping at the tile that holds the draw.
+template <typename Shared>
 __device__ inline int draw_token(const float* row, int vocab, float temperature, float max_z,
-                                 uint32_t keep_key, float u, int fallback, SharedState& sh) {
+                                 uint32_t keep_key, float u, int fallback, Shared& sh) {
   U64 local = 0;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     const float z = scaled(row[i], temperature);

@@ -9,6 +9,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/sampling_select.cuh"
 
@@ -125,12 +126,13 @@ __global__ void __launch_bounds__(kThreads) cut_kernel(
   }
 }
 
+template <int kCopies>
 __global__ void __launch_bounds__(kThreads) draw_kernel(
     const float* __restrict__ logits, const GpuSampleRow* __restrict__ rows,
     const float* __restrict__ row_max, const float* __restrict__ thresholds,
     int32_t* __restrict__ token_ids, int vocab) {
   extern __shared__ __align__(16) unsigned char smem[];
-  SharedState& sh = *reinterpret_cast<SharedState*>(smem);
+  auto& sh = *reinterpret_cast<SharedState<kCopies>*>(smem);
   const GpuSampleRow r = rows[blockIdx.x];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const ArgMax best = block_argmax(row, vocab, sh);
@@ -172,8 +174,14 @@ UnfusedSampler::UnfusedSampler(int64_t max_rows, int64_t vocab) : max_rows_(max_
       nullptr, temp_bytes, probs_.get(), sorted_probs_.get(), ids_.get(), sorted_ids_.get(),
       static_cast<int>(n), static_cast<int>(max_rows), offsets_.get(), offsets_.get() + 1));
   sort_temp_.resize(std::max<size_t>(temp_bytes, 1));
-  OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(draw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(sizeof(SharedState))));
+  // The fused kernel's shared state (its histograms unused here), sized as the fused kernel's.
+  hist_copies_ = hist_copies_for(device_kernel_paths().variant_smem_bytes);
+  if (hist_copies_ == 8)
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(draw_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(sizeof(SharedState<8>))));
+  else
+    OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(draw_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(sizeof(SharedState<4>))));
   OPTIMATE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -203,7 +211,12 @@ void UnfusedSampler::sample(const float* logits, const GpuSampleRow* rows, int32
   cut_kernel<<<grid, kThreads, 0, stream>>>(logits, rows, sorted_probs_.get(), sorted_ids_.get(),
                                             exclusive_sums_.get(), row_max_.get(), thresholds, vocab);
   OPTIMATE_CUDA_CHECK_LAUNCH("cut_kernel");
-  draw_kernel<<<grid, kThreads, sizeof(SharedState), stream>>>(logits, rows, row_max_.get(), thresholds, token_ids, vocab);
+  if (hist_copies_ == 8)
+    draw_kernel<8><<<grid, kThreads, sizeof(SharedState<8>), stream>>>(logits, rows, row_max_.get(), thresholds,
+                                                                       token_ids, vocab);
+  else
+    draw_kernel<4><<<grid, kThreads, sizeof(SharedState<4>), stream>>>(logits, rows, row_max_.get(), thresholds,
+                                                                       token_ids, vocab);
   OPTIMATE_CUDA_CHECK_LAUNCH("draw_kernel");
 }
 
