@@ -548,7 +548,7 @@ if rows:
         print(f"portable batch-1 decode at {100 * r:.1f}% of the Hopper path's (target: at least 80%)"
               f"{'' if r >= 0.8 else ': NOT MET'}")
 PY
-  note "portable exit $portable_status, kernels exit $kernels_status"
+  note "portable exit $portable_status"
 fi
 note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status, portable exit $portable_status, kernels exit $kernels_status"
 [[ $portable_status -eq 0 && $kernels_status -eq 0 && $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
