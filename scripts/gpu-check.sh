@@ -53,13 +53,20 @@
 #                             1000-request offline run through both paths, side by side
 #                             (OPTIMATE_PORTABLE_PARTS picks of: tests engine bench offline;
 #                             OPTIMATE_PORTABLE_TEST_FILTER narrows the tests)
+#   moe_tests.log moe_tests.json moe_bench_*.json moe_bench_*.log moe_offline/ moe_offline.log
+#                             the `moe` stage: the Qwen3 and mixture-of-experts tests (kernels
+#                             against their CPU twins, the runner against transformers), then
+#                             cuda_moe_bench on the Qwen3-30B-A3B shape (bf16 and FP8) and the
+#                             Qwen3-8B shape (batch 1 against the bytes a token reads, batches 64
+#                             and 256, a 2048-token prefill), and the 1000-request offline run of
+#                             both shapes (OPTIMATE_MOE_PARTS picks of: tests bench offline)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
-# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving, kernels and
-#   portable): the stages to run after the build, of
+# OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving, kernels,
+#   portable and moe): the stages to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise gemv serving kernels portable
+#   elementwise gemv serving kernels portable moe
 # kernels: the kernel variants' tests on the GPU (KernelsOnCuda), which `engine` also runs.
 # OPTIMATE_CUDA_ARCHS (default: this GPU's compute capability, 90a on Hopper): the build's GPU
 #   architectures (CMakeLists.txt); the full list builds what a release serves.
@@ -111,7 +118,7 @@ if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPTIMATE
   fi
 fi
 note "== build"
-targets=(test_cuda cuda_decode_bench cuda_attention_bench cuda_sampling_bench cuda_tp_bench)
+targets=(test_cuda cuda_decode_bench cuda_attention_bench cuda_sampling_bench cuda_tp_bench cuda_moe_bench)
 [[ $full -eq 1 ]] && targets+=(test_cuda_engine optimate)
 if ! cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$out/build.log" 2>&1; then
   note "build FAILED (see build.log)"
@@ -550,5 +557,59 @@ if rows:
 PY
   note "portable exit $portable_status"
 fi
-note "tests exit $test_status, engine tests exit $engine_status, bench exit $bench_status, attention exit $attention_status, sampling exit $sampling_status, peer exit $peer_status, serve exit $serve_status, offline exit $offline_status, overload exit $overload_status, serving exit $serving_status, kv exit $kv_status, swap exit $swap_status, adaptive exit $adaptive_status, tp exit $tp_status, fp8 exit $fp8_status, elementwise exit $elementwise_status, gemv exit $gemv_status, portable exit $portable_status, kernels exit $kernels_status"
-[[ $portable_status -eq 0 && $kernels_status -eq 0 && $gemv_status -eq 0 && $serving_status -eq 0 && $elementwise_status -eq 0 && $tp_status -eq 0 && $fp8_status -eq 0 && $test_status -eq 0 && $kv_status -eq 0 && $swap_status -eq 0 && $python_status -eq 0 && $adaptive_status -eq 0 && $calibrate_status -eq 0 && $engine_status -eq 0 && $bench_status -eq 0 && $attention_status -eq 0 && $sampling_status -eq 0 && $serve_status -eq 0 && $offline_status -eq 0 && $overload_status -eq 0 ]]
+moe_status=0
+moe_part() { [[ " ${OPTIMATE_MOE_PARTS:-tests bench offline} " == *" $1 "* ]]; }
+if want moe; then
+  note "== Qwen3 and mixtures of experts: tests, Qwen3-30B-A3B and Qwen3-8B shapes (decode, prefill, offline)"
+  if moe_part tests; then
+    "$build/tests/test_cuda" --gtest_filter='*MoeRouteAlign*:*MoeGemm*:MoeKernels*:QkNorm*:*Qwen3MoeCuda*' \
+      --gtest_output="json:$out/moe_tests.json" >"$out/moe_tests.log" 2>&1
+    moe_status=$?
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[  FAILED  \]" "$out/moe_tests.log" | tee -a "$summary"
+    grep -E "Failure|expected|elements outside|Which is|Expected" "$out/moe_tests.log" | head -40
+    grep -E "^Qwen3/MoE CUDA" "$out/moe_tests.log" | tee -a "$summary"
+  fi
+  if moe_part bench; then
+    for run in "qwen3-30b-a3b none" "qwen3-30b-a3b fp8" "qwen3-8b none"; do
+      read -r m q <<<"$run"
+      "$build/cuda_moe_bench" --model "$root/configs/models/$m" --quantization "$q" \
+        --out "$out/moe_bench_${m}_$q.json" >"$out/moe_bench_${m}_$q.log" 2>&1 || { moe_status=1; tail -5 "$out/moe_bench_${m}_$q.log"; }
+    done
+    python3 - "$out"/moe_bench_*.json <<'PY' | tee -a "$summary" || true
+import json, sys
+print("| model | weights | GB/token | batch 1 tok/s | ms/token | % copy BW | batch 64 tok/s | batch 256 tok/s | prefill 2048 ms |")
+print("|---|---|---|---|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    try:
+        j = json.load(open(path))
+    except Exception as e:
+        print(f"| {path} | no figures ({e}) |")
+        continue
+    b = j["batch1"]
+    batched = {d["batch"]: d["output_tokens_per_s"] for d in j.get("batched_decode", [])}
+    print(f"| {j['model'].split('/')[-1]} | {j['quantization']} | {b['bytes_per_token'] / 1e9:.2f} | "
+          f"{b['tokens_per_s']:.1f} | {b['ms_per_token']:.2f} | {100 * b['fraction_of_copy_bandwidth']:.0f}% | "
+          f"{batched.get(64, 0):.0f} | {batched.get(256, 0):.0f} | {j['prefill']['ms']:.1f} |")
+PY
+  fi
+  if moe_part offline && [[ $full -eq 0 ]]; then
+    skipped "moe offline"
+    moe_status=1
+  elif moe_part offline; then
+    (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
+       --compare h200-throughput-qwen3-30b-a3b,h200-throughput-qwen3-8b --backend cuda --out "$out/moe_offline") \
+       >"$out/moe_offline.log" 2>&1 || moe_status=1
+    grep -E "^\||KV cache of" "$out/moe_offline.log" | head -12 | tee -a "$summary"
+    tail -3 "$out/moe_offline.log"
+  fi
+  note "moe exit $moe_status"
+fi
+# Every stage's status: the summary names each, and the script fails if any did.
+all_status=""
+failed=0
+for v in $(compgen -v | grep '_status$'); do
+  all_status+="${v%_status} exit ${!v}, "
+  [[ ${!v} -eq 0 ]] || failed=1
+done
+note "${all_status%, }"
+[[ $failed -eq 0 ]]

@@ -1,4 +1,5 @@
 // ModelConfig::validate and the rotary frequencies.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -66,8 +67,39 @@ void ModelConfig::validate(const std::string& source) const {
       }
     }
   }
+  if (is_moe()) {
+    check_range(source, "num_experts", moe.num_experts, 1, 4096);
+    check_range(source, "num_experts_per_tok", moe.num_experts_per_tok, 1, std::min<int64_t>(moe.num_experts, 64));
+    check_range(source, "moe_intermediate_size", moe.expert_intermediate_size, 1, 1 << 18);
+  }
   check_range(source, "bos_token_id", bos_token_id, -1, vocab_size - 1);
   for (int64_t id : eos_token_ids) check_range(source, "eos_token_id", id, 0, vocab_size - 1);
+}
+
+namespace {
+
+// One layer's parameters: attention (with its biases and q/k norms), the norms, and the MLP
+// with `experts` of the model's experts (all of a dense MLP).
+int64_t layer_parameters(const ModelConfig& c, int64_t experts) {
+  const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  int64_t n = h * (q_dim + 2 * kv_dim) + q_dim * h + 2 * h;
+  if (c.attention_bias) n += q_dim + 2 * kv_dim;
+  if (c.qk_norm) n += 2 * c.head_dim;
+  if (!c.is_moe()) return n + 3 * h * c.intermediate_size;
+  return n + c.moe.num_experts * h + experts * 3 * h * c.moe.expert_intermediate_size;
+}
+
+int64_t model_parameters(const ModelConfig& c, int64_t experts) {
+  const int64_t embeddings = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2);
+  return embeddings + c.hidden_size + c.num_layers * layer_parameters(c, experts);
+}
+
+}  // namespace
+
+int64_t ModelConfig::num_parameters() const { return model_parameters(*this, moe.num_experts); }
+
+int64_t ModelConfig::num_active_parameters() const {
+  return model_parameters(*this, moe.num_experts_per_tok);
 }
 
 // Mirrors transformers' modeling_rope_utils (default, linear and _compute_llama3_parameters)

@@ -1,5 +1,5 @@
-// The shape and hyper-parameters of a Llama-family decoder, read from a Hugging Face
-// config.json or from GGUF metadata.
+// The shape and hyper-parameters of a Llama-family decoder (dense or mixture-of-experts), read
+// from a Hugging Face config.json or from GGUF metadata.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,9 @@ enum class Architecture {
   kLlama,    // Llama 2, Llama 3, SmolLM2 (LlamaForCausalLM)
   kMistral,  // MistralForCausalLM (Llama layout; sliding window unsupported beyond max len)
   kQwen2,    // Qwen2ForCausalLM: bias on q/k/v projections
+  kQwen3,    // Qwen3ForCausalLM: RMSNorm over each query and key head before rotary embedding
+  kQwen3Moe,  // Qwen3MoeForCausalLM: Qwen3's attention, a mixture of experts in every layer
+  kMixtral,  // MixtralForCausalLM (GGUF: llama with experts): Llama's attention, experts
 };
 
 // kFreqFactors: per-frequency divisors stored with the weights (GGUF's rope_freqs.weight, which
@@ -29,6 +32,18 @@ struct RopeScaling {
   float high_freq_factor = 4.0f;  // llama3
   int64_t original_max_position_embeddings = 8192;  // llama3
   std::vector<float> freq_factors;                   // kFreqFactors: head_dim/2 divisors
+};
+
+// The MLP of a mixture-of-experts layer: a router (a linear map to one logit per expert), a
+// softmax over the experts, the top `num_experts_per_tok` of them, each a SwiGLU MLP of width
+// `expert_intermediate_size`, summed with their probabilities as weights (renormalized to sum to
+// one over the chosen experts when `norm_topk_prob`). No shared experts: the architectures read
+// here (Qwen3-MoE, Mixtral) have none, and a config that has them is refused.
+struct MoeConfig {
+  int64_t num_experts = 0;  // 0: a dense MLP
+  int64_t num_experts_per_tok = 0;
+  int64_t expert_intermediate_size = 0;
+  bool norm_topk_prob = true;
 };
 
 struct ModelConfig {
@@ -47,8 +62,18 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool qk_norm = false;         // RMSNorm (weights of head_dim) on each q and k head (Qwen3)
+  MoeConfig moe;                // every layer's MLP when moe.num_experts > 0
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+
+  bool is_moe() const { return moe.num_experts > 0; }
+  // The width of a layer's MLP: an expert's in a mixture of experts, else intermediate_size.
+  int64_t mlp_width() const { return is_moe() ? moe.expert_intermediate_size : intermediate_size; }
+  // Parameters of the whole model, and those one token's forward pass reads (the routed experts
+  // only): what memory plans and bandwidth figures count.
+  int64_t num_parameters() const;
+  int64_t num_active_parameters() const;
 
   // Checks ranges and consistency (heads divide hidden, kv heads divide heads, sizes below
   // sane limits); throws Error(kInvalidFile) naming `source` and the field.

@@ -31,6 +31,12 @@ class ArchKeys {
     }
     return static_cast<float>(v);
   }
+  bool get_bool(std::string_view suffix, bool fallback) const {
+    const GgufValue* v = f_.find(key(suffix));
+    if (v == nullptr) return fallback;
+    if (v->type != GgufType::kBool) fail(ErrorCode::kInvalidFile, "'{}': key '{}' is not a bool", f_.name(), key(suffix));
+    return v->as_bool();
+  }
   std::string get_string(std::string_view suffix, std::string_view fallback) const {
     return f_.get_string(key(suffix), fallback);
   }
@@ -79,6 +85,32 @@ void read_rope_scaling(const GgufFile& f, const ArchKeys& keys, ModelConfig* c) 
   }
 }
 
+// llama.cpp's expert keys. Mixtral is written as `llama` with experts, their width the
+// feed-forward length; Qwen3-MoE has its own expert width. Both renormalize the top-k weights
+// in llama.cpp (its graph for these architectures passes norm_w = true) unless the file says
+// otherwise.
+void read_experts(const GgufFile& f, const ArchKeys& keys, ModelConfig* c) {
+  const int64_t experts = keys.get_int("expert_count", 0);
+  if (experts == 0) {
+    if (c->architecture == Architecture::kQwen3Moe)
+      fail(ErrorCode::kInvalidFile, "'{}': missing key '{}'", f.name(), keys.key("expert_count"));
+    return;
+  }
+  if (c->architecture == Architecture::kLlama) c->architecture = Architecture::kMixtral;
+  if (c->architecture != Architecture::kMixtral && c->architecture != Architecture::kQwen3Moe)
+    fail(ErrorCode::kUnsupported, "'{}': experts in a {} model are not supported", f.name(),
+         c->architecture_name);
+  if (keys.get_int("expert_shared_count", 0) != 0)
+    fail(ErrorCode::kUnsupported, "'{}': shared experts are not supported", f.name());
+  MoeConfig& moe = c->moe;
+  moe.num_experts = experts;
+  moe.num_experts_per_tok = keys.required_int("expert_used_count");
+  moe.expert_intermediate_size = c->architecture == Architecture::kQwen3Moe
+                                     ? keys.required_int("expert_feed_forward_length")
+                                     : keys.get_int("expert_feed_forward_length", c->intermediate_size);
+  moe.norm_topk_prob = keys.get_bool("expert_weights_norm", true);
+}
+
 }  // namespace
 
 ModelConfig model_config_from_gguf(const GgufFile& f) {
@@ -87,16 +119,21 @@ ModelConfig model_config_from_gguf(const GgufFile& f) {
   if (c.architecture_name.empty()) {
     fail(ErrorCode::kInvalidFile, "'{}': missing key 'general.architecture'", f.name());
   }
-  if (c.architecture_name == "llama") {
-    c.architecture = Architecture::kLlama;
-  } else if (c.architecture_name == "mistral") {
+  const std::string& arch = c.architecture_name;
+  if (arch == "llama") {
+    c.architecture = Architecture::kLlama;  // kMixtral below when it has experts
+  } else if (arch == "mistral") {
     c.architecture = Architecture::kMistral;
-  } else if (c.architecture_name == "qwen2") {
+  } else if (arch == "qwen2") {
     c.architecture = Architecture::kQwen2;
     c.attention_bias = true;
+  } else if (arch == "qwen3") {
+    c.architecture = Architecture::kQwen3;
+  } else if (arch == "qwen3moe") {
+    c.architecture = Architecture::kQwen3Moe;
   } else {
-    fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported (llama, mistral and "
-         "qwen2 are)", f.name(), c.architecture_name);
+    fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported (llama, mistral, qwen2, "
+         "qwen3 and qwen3moe are)", f.name(), arch);
   }
   const ArchKeys keys(f, c.architecture_name);
   c.num_layers = keys.required_int("block_count");
@@ -126,6 +163,8 @@ ModelConfig model_config_from_gguf(const GgufFile& f) {
   c.rope_theta = keys.get_float("rope.freq_base", 10000.0);
   read_rope_scaling(f, keys, &c);
   c.vocab_size = vocab_size_of(f, keys);
+  c.qk_norm = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe;
+  read_experts(f, keys, &c);
   c.tie_word_embeddings = !f.has_tensor("output.weight");
   c.bos_token_id = f.get_int("tokenizer.ggml.bos_token_id", -1);
   if (f.find("tokenizer.ggml.eos_token_id") != nullptr) {

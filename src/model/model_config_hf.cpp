@@ -67,8 +67,12 @@ Architecture architecture_of(const json& j, const std::string& source, std::stri
   if (*name == "LlamaForCausalLM" || *name == "llama") return Architecture::kLlama;
   if (*name == "MistralForCausalLM" || *name == "mistral") return Architecture::kMistral;
   if (*name == "Qwen2ForCausalLM" || *name == "qwen2") return Architecture::kQwen2;
+  if (*name == "Qwen3ForCausalLM" || *name == "qwen3") return Architecture::kQwen3;
+  if (*name == "Qwen3MoeForCausalLM" || *name == "qwen3_moe") return Architecture::kQwen3Moe;
+  if (*name == "MixtralForCausalLM" || *name == "mixtral") return Architecture::kMixtral;
   fail(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported (LlamaForCausalLM, "
-       "MistralForCausalLM and Qwen2ForCausalLM are)", source, *name);
+       "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM and "
+       "MixtralForCausalLM are)", source, *name);
 }
 
 void read_rope(const json& j, const std::string& source, ModelConfig* c) {
@@ -107,6 +111,37 @@ void read_rope(const json& j, const std::string& source, ModelConfig* c) {
   }
 }
 
+// The experts of Qwen3-MoE (every layer sparse: mlp_only_layers and decoder_sparse_step would
+// put dense MLPs between them, which is refused) and Mixtral (its intermediate_size is the
+// experts'; it always renormalizes the top-k probabilities).
+void read_moe(const json& j, const std::string& source, ModelConfig* c) {
+  MoeConfig& moe = c->moe;
+  // transformers 5 writes Qwen3-MoE's count as num_local_experts; the published configs say
+  // num_experts.
+  const char* count_key = member(j, "num_experts") != nullptr ? "num_experts" : "num_local_experts";
+  moe.num_experts = int_field(j, count_key, source);
+  moe.num_experts_per_tok = int_field(j, "num_experts_per_tok", source);
+  if (c->architecture == Architecture::kMixtral) {
+    moe.expert_intermediate_size = c->intermediate_size;
+    moe.norm_topk_prob = true;
+    return;
+  }
+  moe.expert_intermediate_size = int_field(j, "moe_intermediate_size", source);
+  moe.norm_topk_prob = bool_field(j, "norm_topk_prob", source, false);
+  if (const json* dense = member(j, "mlp_only_layers");
+      dense != nullptr && !(dense->is_array() && dense->empty())) {
+    fail(ErrorCode::kUnsupported, "{}: mlp_only_layers {} (dense MLPs between the sparse layers) is not "
+         "supported", source, dense->dump());
+  }
+  if (const int64_t step = int_field(j, "decoder_sparse_step", source, 1); step != 1) {
+    fail(ErrorCode::kUnsupported, "{}: decoder_sparse_step {} (dense MLPs between the sparse layers) is "
+         "not supported", source, step);
+  }
+  if (int_field(j, "shared_expert_intermediate_size", source, 0) != 0) {
+    fail(ErrorCode::kUnsupported, "{}: shared experts are not supported", source);
+  }
+}
+
 }  // namespace
 
 ModelConfig model_config_from_hf_json(const json& j, const std::string& source) {
@@ -135,6 +170,10 @@ ModelConfig model_config_from_hf_json(const json& j, const std::string& source) 
   if (bool_field(j, "mlp_bias", source, false)) {
     fail(ErrorCode::kUnsupported, "{}: mlp_bias is not supported", source);
   }
+  c.qk_norm = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe;
+  if (c.architecture == Architecture::kQwen3Moe || c.architecture == Architecture::kMixtral) {
+    read_moe(j, source, &c);
+  }
   if (c.architecture == Architecture::kQwen2) {
     c.attention_bias = true;  // Qwen2 always has q/k/v biases and no o_proj bias
   } else if (bool_field(j, "attention_bias", source, false)) {
@@ -144,6 +183,7 @@ ModelConfig model_config_from_hf_json(const json& j, const std::string& source) 
   // Sliding-window attention is not implemented; a window no shorter than the context is
   // plain causal attention, so the context is limited to the window instead.
   const bool windowed = c.architecture == Architecture::kMistral ||
+                        c.architecture == Architecture::kMixtral ||
                         bool_field(j, "use_sliding_window", source, false);
   if (windowed) {
     const int64_t window = int_field(j, "sliding_window", source, c.max_position_embeddings);

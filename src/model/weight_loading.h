@@ -22,7 +22,16 @@ struct TensorSource {
 // "model.layers.{}.self_attn.q_proj.weight"; {} is the layer index.
 struct TensorNames {
   std::string tok_embeddings, final_norm, lm_head;
-  std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+  std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+  // Mixtures of experts. The router, then the experts in one of three layouts, tried in turn:
+  // stacked per projection ([num_experts, rows, cols]: GGUF's ffn_*_exps); gate and up stacked
+  // together ([num_experts, 2 * inter, hidden], gate rows first) with down stacked
+  // (transformers' in-memory layout); one tensor per expert ({0} the layer, {1} the expert).
+  // An empty name is a layout the format does not have.
+  std::string router;
+  std::string experts_gate, experts_up, experts_down;
+  std::string experts_gate_up, experts_down_fused;
+  std::string expert_gate, expert_up, expert_down;
 };
 
 // Fetches every tensor `config` calls for, checks shapes and dtypes, and applies `fix_q`/`fix_k`

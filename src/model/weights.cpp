@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "model/weight_loading.h"
@@ -14,6 +15,10 @@ namespace fs = std::filesystem;
 
 std::string layer_name(const std::string& pattern, int64_t layer) {
   return fmt::format(fmt::runtime(pattern), layer);
+}
+
+std::string expert_name(const std::string& pattern, int64_t layer, int64_t expert) {
+  return fmt::format(fmt::runtime(pattern), layer, expert);
 }
 
 HostTensor fetch(const TensorSource& source, const std::string& name,
@@ -43,7 +48,75 @@ fs::path single_gguf_in(const fs::path& dir) {
   return found[0];
 }
 
+// A stacked tensor of every expert's matrix, or nullopt when the file does not hold it.
+std::optional<HostTensor> fetch_stacked(const TensorSource& source, const std::string& pattern, int64_t layer,
+                                        const std::vector<int64_t>& shape) {
+  if (pattern.empty()) return std::nullopt;
+  const std::string name = layer_name(pattern, layer);
+  if (!source.get(name)) return std::nullopt;
+  return fetch(source, name, shape);
+}
+
+// The experts of `layer` in whichever layout the file has (TensorNames says which it may have).
+std::vector<ExpertWeights> fetch_experts(const ModelConfig& c, const TensorSource& source, const TensorNames& names,
+                                         int64_t layer) {
+  const int64_t e_count = c.moe.num_experts, inter = c.moe.expert_intermediate_size, h = c.hidden_size;
+  std::vector<ExpertWeights> experts(static_cast<size_t>(e_count));
+  auto matrix = [&](const HostTensor& t, int64_t e, int64_t row0, int64_t rows, const char* part) {
+    return stacked_matrix(t, e, row0, rows, fmt::format("{}[expert {}].{}", t.name, e, part));
+  };
+  if (auto gate = fetch_stacked(source, names.experts_gate, layer, {e_count, inter, h})) {
+    const HostTensor up = fetch(source, layer_name(names.experts_up, layer), {e_count, inter, h});
+    const HostTensor down = fetch(source, layer_name(names.experts_down, layer), {e_count, h, inter});
+    for (int64_t e = 0; e < e_count; ++e)
+      experts[e] = {matrix(*gate, e, 0, inter, "gate"), matrix(up, e, 0, inter, "up"),
+                    matrix(down, e, 0, h, "down")};
+    return experts;
+  }
+  if (auto gate_up = fetch_stacked(source, names.experts_gate_up, layer, {e_count, 2 * inter, h})) {
+    const HostTensor down = fetch(source, layer_name(names.experts_down_fused, layer), {e_count, h, inter});
+    for (int64_t e = 0; e < e_count; ++e)
+      experts[e] = {matrix(*gate_up, e, 0, inter, "gate"), matrix(*gate_up, e, inter, inter, "up"),
+                    matrix(down, e, 0, h, "down")};
+    return experts;
+  }
+  // Where stacked experts are the format's own layout, a file with neither is missing those.
+  if (!names.experts_gate.empty() &&
+      (names.expert_gate.empty() || !source.get(expert_name(names.expert_gate, layer, 0)))) {
+    const std::string stacked = layer_name(names.experts_gate, layer);
+    fail(ErrorCode::kInvalidFile, "'{}': missing tensor '{}'", source.where(stacked), stacked);
+  }
+  for (int64_t e = 0; e < e_count; ++e) {
+    auto get = [&](const std::string& pattern, std::vector<int64_t> shape) {
+      return fetch(source, expert_name(pattern, layer, e), shape);
+    };
+    experts[e] = {get(names.expert_gate, {inter, h}), get(names.expert_up, {inter, h}),
+                  get(names.expert_down, {h, inter})};
+  }
+  return experts;
+}
+
 }  // namespace
+
+HostTensor stacked_matrix(const HostTensor& t, int64_t index, int64_t row0, int64_t rows, std::string name) {
+  OPTIMATE_CHECK(t.shape.size() == 3 && index >= 0 && index < t.shape[0] && row0 >= 0 && rows >= 0 &&
+                     row0 + rows <= t.shape[1],
+                 "tensor '{}': matrix {} rows [{}, {}) of shape [{}]", t.name, index, row0, row0 + rows,
+                 fmt::join(t.shape, ", "));
+  const int64_t cols = t.shape[2];
+  if (cols % static_cast<int64_t>(dtype_block_elems(t.dtype)) != 0)
+    fail(ErrorCode::kInvalidFile, "tensor '{}': rows of {} {} values are not whole blocks", t.name, cols,
+         dtype_name(t.dtype));
+  const size_t row_bytes = dtype_row_bytes(t.dtype, static_cast<size_t>(cols));
+  HostTensor out;
+  out.name = std::move(name);
+  out.dtype = t.dtype;
+  out.shape = {rows, cols};
+  out.data = t.data.subspan((static_cast<size_t>(index * t.shape[1] + row0)) * row_bytes,
+                            static_cast<size_t>(rows) * row_bytes);
+  out.owner = t.owner;
+  return out;
+}
 
 ModelWeights assemble_weights(const ModelConfig& c, const TensorSource& source,
                               const TensorNames& names,
@@ -74,7 +147,16 @@ ModelWeights assemble_weights(const ModelConfig& c, const TensorSource& source,
       l.bk = get(names.bk, {kv_rows});
       l.bv = get(names.bv, {kv_rows});
     }
+    if (c.qk_norm) {
+      l.q_norm = get(names.q_norm, {c.head_dim});
+      l.k_norm = get(names.k_norm, {c.head_dim});
+    }
     l.ffn_norm = get(names.ffn_norm, {c.hidden_size});
+    if (c.is_moe()) {
+      l.router = get(names.router, {c.moe.num_experts, c.hidden_size});
+      l.experts = fetch_experts(c, source, names, i);
+      continue;
+    }
     l.w_gate = get(names.w_gate, {c.intermediate_size, c.hidden_size});
     l.w_up = get(names.w_up, {c.intermediate_size, c.hidden_size});
     l.w_down = get(names.w_down, {c.hidden_size, c.intermediate_size});

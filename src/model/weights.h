@@ -16,6 +16,14 @@ namespace optimate {
 
 class GgufFile;
 
+// One expert of a mixture-of-experts MLP (a SwiGLU MLP of the expert width). Views of the
+// file's bytes whether it stores each expert apart or all of them in one stacked tensor.
+struct ExpertWeights {
+  HostTensor w_gate;  // (expert_intermediate, hidden)
+  HostTensor w_up;    // (expert_intermediate, hidden)
+  HostTensor w_down;  // (hidden, expert_intermediate)
+};
+
 struct LayerWeights {
   HostTensor attn_norm;  // (hidden)
   HostTensor wq;         // (num_heads * head_dim, hidden)
@@ -23,10 +31,15 @@ struct LayerWeights {
   HostTensor wv;         // (num_kv_heads * head_dim, hidden)
   HostTensor wo;         // (hidden, num_heads * head_dim)
   std::optional<HostTensor> bq, bk, bv;  // (rows of wq/wk/wv), Qwen2 only
+  std::optional<HostTensor> q_norm, k_norm;  // (head_dim), Qwen3 only
   HostTensor ffn_norm;   // (hidden)
+  // A dense MLP; empty in a mixture of experts.
   HostTensor w_gate;     // (intermediate, hidden)
   HostTensor w_up;       // (intermediate, hidden)
   HostTensor w_down;     // (hidden, intermediate)
+  // A mixture of experts (config.is_moe()).
+  HostTensor router;                   // (num_experts, hidden)
+  std::vector<ExpertWeights> experts;  // (num_experts)
 };
 
 struct ModelWeights {
@@ -35,6 +48,11 @@ struct ModelWeights {
   HostTensor lm_head;         // (vocab, hidden); the embedding itself when tied
   std::vector<LayerWeights> layers;
 };
+
+// Rows [row0, row0 + rows) of matrix `index` of a stacked [n, matrix rows, cols] tensor, as a
+// 2-D view of its bytes (`name` names it in messages). The rows of a quantized tensor must be
+// whole blocks, as every GGUF tensor's are.
+HostTensor stacked_matrix(const HostTensor& t, int64_t index, int64_t row0, int64_t rows, std::string name);
 
 enum class LoadFormat { kAuto, kGguf, kSafetensors };
 

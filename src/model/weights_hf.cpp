@@ -98,6 +98,10 @@ LoadedModel load_hf_model(const std::string& dir, bool with_weights) {
     return it == shards.tensor_to_file.end() ? shards.listing
                                              : (fs::path(dir) / it->second).string();
   };
+  // Mixtral's MoE block is `block_sparse_moe` with experts w1 (gate), w3 (up), w2 (down);
+  // Qwen3-MoE's is `mlp` with gate_proj, up_proj, down_proj and the router `gate`.
+  const bool mixtral = model.config.architecture == Architecture::kMixtral;
+  const std::string moe = mixtral ? "model.layers.{0}.block_sparse_moe." : "model.layers.{0}.mlp.";
   const TensorNames names{
       .tok_embeddings = "model.embed_tokens.weight", .final_norm = "model.norm.weight",
       .lm_head = "lm_head.weight", .attn_norm = "model.layers.{}.input_layernorm.weight",
@@ -107,9 +111,17 @@ LoadedModel load_hf_model(const std::string& dir, bool with_weights) {
       .wo = "model.layers.{}.self_attn.o_proj.weight",
       .bq = "model.layers.{}.self_attn.q_proj.bias", .bk = "model.layers.{}.self_attn.k_proj.bias",
       .bv = "model.layers.{}.self_attn.v_proj.bias",
+      .q_norm = "model.layers.{}.self_attn.q_norm.weight",
+      .k_norm = "model.layers.{}.self_attn.k_norm.weight",
       .ffn_norm = "model.layers.{}.post_attention_layernorm.weight",
       .w_gate = "model.layers.{}.mlp.gate_proj.weight", .w_up = "model.layers.{}.mlp.up_proj.weight",
-      .w_down = "model.layers.{}.mlp.down_proj.weight"};
+      .w_down = "model.layers.{}.mlp.down_proj.weight",
+      .router = moe + "gate.weight", .experts_gate = "", .experts_up = "", .experts_down = "",
+      .experts_gate_up = "model.layers.{0}.mlp.experts.gate_up_proj",
+      .experts_down_fused = "model.layers.{0}.mlp.experts.down_proj",
+      .expert_gate = moe + (mixtral ? "experts.{1}.w1.weight" : "experts.{1}.gate_proj.weight"),
+      .expert_up = moe + (mixtral ? "experts.{1}.w3.weight" : "experts.{1}.up_proj.weight"),
+      .expert_down = moe + (mixtral ? "experts.{1}.w2.weight" : "experts.{1}.down_proj.weight")};
   model.weights = assemble_weights(model.config, source, names);
   return model;
 }

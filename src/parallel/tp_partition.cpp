@@ -24,7 +24,9 @@ int64_t TpPartition::vocab_end(int rank) const { return std::min(vocab_size, (ra
 
 TpPartition plan_tp_partition(const ModelConfig& c, int64_t n) {
   if (n < 1) fail(ErrorCode::kInvalidArgument, "tensor-parallel-size must be at least 1, got {}", n);
-  const int64_t common = std::gcd(std::gcd(c.num_heads, c.num_kv_heads), c.intermediate_size);
+  // A mixture of experts splits each expert's features (its router stays whole on every rank).
+  const int64_t features = c.mlp_width();
+  const int64_t common = std::gcd(std::gcd(c.num_heads, c.num_kv_heads), features);
   auto check = [&](int64_t size, const char* what) {
     if (size % n != 0)
       fail(ErrorCode::kInvalidArgument,
@@ -33,12 +35,12 @@ TpPartition plan_tp_partition(const ModelConfig& c, int64_t n) {
   };
   check(c.num_heads, "attention heads");
   check(c.num_kv_heads, "KV heads");
-  check(c.intermediate_size, "MLP intermediate features");
+  check(features, c.is_moe() ? "expert intermediate features" : "MLP intermediate features");
   TpPartition p;
   p.num_ranks = static_cast<int>(n);
   p.heads_per_rank = c.num_heads / n;
   p.kv_heads_per_rank = c.num_kv_heads / n;
-  p.intermediate_per_rank = c.intermediate_size / n;
+  p.intermediate_per_rank = features / n;
   p.vocab_size = c.vocab_size;
   p.vocab_per_rank = (c.vocab_size + n - 1) / n;
   if (p.vocab_begin(p.num_ranks - 1) >= c.vocab_size)
@@ -51,7 +53,8 @@ ModelConfig rank_model_config(const ModelConfig& config, const TpPartition& p) {
   ModelConfig c = config;
   c.num_heads = p.heads_per_rank;
   c.num_kv_heads = p.kv_heads_per_rank;
-  c.intermediate_size = p.intermediate_per_rank;
+  if (c.is_moe()) c.moe.expert_intermediate_size = p.intermediate_per_rank;
+  else c.intermediate_size = p.intermediate_per_rank;
   return c;
 }
 

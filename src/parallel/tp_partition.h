@@ -4,7 +4,10 @@
 //              so each query head's KV group stays on its rank and each rank's KV cache holds
 //              only its own heads; q/k/v are split by output rows (column-parallel), o by
 //              input columns (row-parallel), its partial products summed by one all-reduce.
-//   MLP        gate and up split by output rows, down by input columns, one all-reduce.
+//   MLP        gate and up split by output rows, down by input columns, one all-reduce; in a
+//              mixture of experts every expert is split so (each rank holds a slice of every
+//              expert's features), the router replicated, so every rank routes alike and the
+//              experts' weighted partial sums meet in the same one all-reduce.
 //   vocabulary the embedding and LM head split by rows: rank r holds tokens
 //              [r*V', min(V, (r+1)*V')) with V' = ceil(V/N), the last rank's slice shorter; an
 //              embedding lookup is an all-reduce of the owner's row and zeros, the logits an
@@ -22,7 +25,7 @@ struct TpPartition {
   int num_ranks = 1;
   int64_t heads_per_rank = 0;
   int64_t kv_heads_per_rank = 0;
-  int64_t intermediate_per_rank = 0;
+  int64_t intermediate_per_rank = 0;  // MLP features, or each expert's
   int64_t vocab_size = 0;      // the whole model's
   int64_t vocab_per_rank = 0;  // ceil(vocab_size / num_ranks): the stride of gathered logits
 
@@ -35,7 +38,8 @@ struct TpPartition {
 // heads or the intermediate size, or leaves a rank no tokens of the vocabulary.
 TpPartition plan_tp_partition(const ModelConfig& config, int64_t num_ranks);
 
-// The configuration one rank's runner is built with: its heads, KV heads and intermediate size;
+// The configuration one rank's runner is built with: its heads, KV heads and intermediate size
+// (an expert's, in a mixture of experts);
 // the hidden size and vocabulary of the whole model (token ids and logits rows stay global).
 ModelConfig rank_model_config(const ModelConfig& config, const TpPartition& partition);
 

@@ -107,7 +107,17 @@ ModelWeights shard_weights(const ModelConfig& c, const ModelWeights& w, const Tp
     if (l.bq) s.bq = slice_rows(*l.bq, rank * q_rows, q_rows);
     if (l.bk) s.bk = slice_rows(*l.bk, rank * kv_rows, kv_rows);
     if (l.bv) s.bv = slice_rows(*l.bv, rank * kv_rows, kv_rows);
+    s.q_norm = l.q_norm;  // per head, the same for every head
+    s.k_norm = l.k_norm;
     s.ffn_norm = l.ffn_norm;
+    if (c.is_moe()) {
+      s.router = l.router;
+      for (const ExpertWeights& e : l.experts)
+        s.experts.push_back({slice_rows(e.w_gate, rank * inter, inter), slice_rows(e.w_up, rank * inter, inter),
+                             slice_cols(e.w_down, rank * inter, inter)});
+      out.layers.push_back(std::move(s));
+      continue;
+    }
     s.w_gate = slice_rows(l.w_gate, rank * inter, inter);
     s.w_up = slice_rows(l.w_up, rank * inter, inter);
     s.w_down = slice_cols(l.w_down, rank * inter, inter);

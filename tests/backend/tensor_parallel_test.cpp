@@ -39,6 +39,11 @@ void quantize_matrices(const ModelConfig& c, ModelWeights& w) {
     l.wk = blocks(DType::kQ8_0, {kv, h});
     l.wv = blocks(DType::kQ8_0, {kv, h});
     l.wo = blocks(DType::kQ4_1, {h, q});
+    for (ExpertWeights& e : l.experts) {  // each rank's 32 or 64 of 128 columns: whole blocks
+      const int64_t inter = c.moe.expert_intermediate_size;
+      e = {blocks(DType::kQ4_1, {inter, h}), blocks(DType::kQ4_1, {inter, h}), blocks(DType::kQ8_0, {h, inter})};
+    }
+    if (c.is_moe()) continue;
     l.w_gate = blocks(DType::kQ4_1, {c.intermediate_size, h});
     l.w_up = blocks(DType::kQ4_1, {c.intermediate_size, h});
     l.w_down = blocks(DType::kQ8_0, {h, c.intermediate_size});
@@ -106,17 +111,18 @@ void expect_close(const Steps& got, const Steps& want, float atol, float rtol, c
 
 struct Case {
   const char* name;
-  bool qwen2;       // attention bias, untied LM head
+  bool qwen2;       // attention bias, untied LM head (or, with moe, Qwen3-MoE's experts)
   bool quantized;   // GGUF blocks instead of fp32
   CpuActivations activations;
   float atol, rtol;
+  bool moe = false;  // tiny_moe_config: q/k norms and 8 experts, each split over the ranks
 };
 
 class TensorParallel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TensorParallel, TwoAndFourRanksGiveOneRunnersTokensAndLogits) {
   const Case& k = GetParam();
-  const ModelConfig c = testing::tiny_splittable_config(k.qwen2);
+  const ModelConfig c = k.moe ? testing::tiny_moe_config() : testing::tiny_splittable_config(k.qwen2);
   ModelWeights w = testing::tiny_weights(c, 7);
   if (k.quantized) quantize_matrices(c, w);
   const CpuRunnerOptions o{.num_kv_blocks = 8, .block_size = 8, .num_threads = 1, .activations = k.activations};
@@ -138,7 +144,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"llama fp32", false, false, CpuActivations::kF32, 1e-4f, 1e-4f},
                       Case{"qwen2 fp32 (bias, untied head)", true, false, CpuActivations::kF32, 1e-4f, 1e-4f},
                       Case{"llama blocks f32 path", false, true, CpuActivations::kF32, 1e-4f, 1e-4f},
-                      Case{"llama blocks q8 path", false, true, CpuActivations::kQ8, 0.05f, 0.01f}),
+                      Case{"llama blocks q8 path", false, true, CpuActivations::kQ8, 0.05f, 0.01f},
+                      Case{"qwen3 moe fp32", false, false, CpuActivations::kF32, 1e-4f, 1e-4f, true},
+                      Case{"qwen3 moe blocks q8 path", false, true, CpuActivations::kQ8, 0.05f, 0.01f, true}),
     [](const auto& info) {
       std::string n = info.param.name;
       std::replace_if(n.begin(), n.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');

@@ -42,6 +42,18 @@ inline ModelConfig tiny_splittable_config(bool attention_bias = false) {
   return c;
 }
 
+// tiny_splittable_config as a Qwen3-MoE: q/k norms, 8 experts of 128 features, top-2,
+// renormalized (heads, KV heads and expert features divide by 2 and 4, the features into whole
+// 32-element blocks).
+inline ModelConfig tiny_moe_config() {
+  ModelConfig c = tiny_splittable_config(false);
+  c.architecture = Architecture::kQwen3Moe;
+  c.architecture_name = "qwen3moe";
+  c.qk_norm = true;
+  c.moe = {.num_experts = 8, .num_experts_per_tok = 2, .expert_intermediate_size = 128, .norm_topk_prob = true};
+  return c;
+}
+
 inline ModelWeights tiny_weights(const ModelConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -71,6 +83,21 @@ inline ModelWeights tiny_weights(const ModelConfig& c, uint32_t seed) {
       lw.bv = random(p + "bv", {kv}, 0.1f);
     }
     lw.ffn_norm = random(p + "ffn_norm", {h}, 0.1f, 1.0f);
+    if (c.qk_norm) {
+      lw.q_norm = random(p + "q_norm", {c.head_dim}, 0.1f, 1.0f);
+      lw.k_norm = random(p + "k_norm", {c.head_dim}, 0.1f, 1.0f);
+    }
+    if (c.is_moe()) {
+      const int64_t inter = c.moe.expert_intermediate_size;
+      lw.router = random(p + "router", {c.moe.num_experts, h}, 0.3f);
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        const std::string x = p + "experts." + std::to_string(e) + ".";
+        lw.experts.push_back({random(x + "gate", {inter, h}, 0.15f), random(x + "up", {inter, h}, 0.15f),
+                              random(x + "down", {h, inter}, 0.15f)});
+      }
+      w.layers.push_back(std::move(lw));
+      continue;
+    }
     lw.w_gate = random(p + "w_gate", {c.intermediate_size, h}, 0.15f);
     lw.w_up = random(p + "w_up", {c.intermediate_size, h}, 0.15f);
     lw.w_down = random(p + "w_down", {h, c.intermediate_size}, 0.15f);

@@ -99,6 +99,19 @@ class GgufBuilder {
   std::vector<uint8_t> kv_, infos_, data_;
 };
 
+// The keys every decoder's GGUF has: a 4096-token context, hidden 256, feed-forward 512, 8 heads
+// over 2 KV heads, `layers` blocks.
+inline void add_decoder_keys(GgufBuilder& b, const std::string& arch, uint32_t layers, bool with_eps = true) {
+  b.add_string("general.architecture", arch);
+  b.add_u32(arch + ".block_count", layers);
+  b.add_u32(arch + ".context_length", 4096);
+  b.add_u32(arch + ".embedding_length", 256);
+  b.add_u32(arch + ".feed_forward_length", 512);
+  b.add_u32(arch + ".attention.head_count", 8);
+  b.add_u32(arch + ".attention.head_count_kv", 2);
+  if (with_eps) b.add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+}
+
 inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> out(v.size() * 4);
   std::memcpy(out.data(), v.data(), out.size());

@@ -136,14 +136,7 @@ TEST(RopeInvFreq, MatchesTransformers) {
 
 std::vector<uint8_t> gguf_config(const std::string& arch, bool with_eps = true) {
   testing::GgufBuilder b;
-  b.add_string("general.architecture", arch);
-  b.add_u32(arch + ".block_count", 4);
-  b.add_u32(arch + ".context_length", 4096);
-  b.add_u32(arch + ".embedding_length", 256);
-  b.add_u32(arch + ".feed_forward_length", 512);
-  b.add_u32(arch + ".attention.head_count", 8);
-  b.add_u32(arch + ".attention.head_count_kv", 2);
-  if (with_eps) b.add_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  testing::add_decoder_keys(b, arch, 4, with_eps);
   b.add_f32(arch + ".rope.freq_base", 1e6f);
   b.add_strings("tokenizer.ggml.tokens", std::vector<std::string>(300, "t"));
   b.add_u32("tokenizer.ggml.bos_token_id", 11);

@@ -107,8 +107,17 @@ CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& we
     if (tp_.comm)
       fail(ErrorCode::kUnsupported, "--quantization fp8 on the CPU backend runs a whole model, not "
            "--tensor-parallel-size {}", tp_.comm->size());
-    for (CpuLayerWeights& l : weights_.layers)
-      for (CpuMatrix* m : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) quantize_matrix_fp8(*m);
+    for (CpuLayerWeights& l : weights_.layers) {
+      for (CpuMatrix* m : {&l.wqkv, &l.wo}) quantize_matrix_fp8(*m);
+      if (l.experts.empty()) {
+        quantize_matrix_fp8(l.w_gate_up);
+        quantize_matrix_fp8(l.w_down);
+      }
+      for (CpuExpert& e : l.experts) {  // the router stays fp32, as on the GPU
+        quantize_matrix_fp8(e.w_gate_up);
+        quantize_matrix_fp8(e.w_down);
+      }
+    }
   }
   inv_freq_ = rope_inv_freq(config_);
   OPTIMATE_CHECK(static_cast<int64_t>(inv_freq_.size()) == config_.head_dim / 2,
@@ -233,8 +242,12 @@ void CpuModelRunner::prepare(const ForwardBatch& batch) {
   grow(s_.h, t * hidden);
   grow(s_.qkv, t * (q_dim + 2 * kv_dim));
   grow(s_.attn, t * q_dim);
-  grow(s_.gate_up, t * 2 * config_.intermediate_size);
-  grow(s_.act, t * config_.intermediate_size);
+  if (config_.is_moe()) {
+    grow(s_.partial, t * hidden);  // the experts' weighted sum
+  } else {
+    grow(s_.gate_up, t * 2 * config_.intermediate_size);
+    grow(s_.act, t * config_.intermediate_size);
+  }
   grow(s_.rope_cos, t * config_.head_dim / 2);
   grow(s_.rope_sin, t * config_.head_dim / 2);
   grow(s_.last, static_cast<int64_t>(s_.logit_rows.size()) * hidden);
@@ -260,9 +273,13 @@ void CpuModelRunner::add_projection(const float* in, const CpuMatrix& w, int64_t
     matmul(in, w, s_.x.data(), t, /*accumulate=*/true);
     return;
   }
-  const int64_t n = t * config_.hidden_size;
   matmul(in, w, s_.partial.data(), t, false);
-  tp_.comm->all_reduce_sum(std::span(s_.partial.data(), static_cast<size_t>(n)));
+  add_partial(t);
+}
+
+void CpuModelRunner::add_partial(int64_t t) {
+  const int64_t n = t * config_.hidden_size;
+  if (tp_.comm) tp_.comm->all_reduce_sum(std::span(s_.partial.data(), static_cast<size_t>(n)));
   float* x = s_.x.data();
   const float* p = s_.partial.data();
   for (int64_t i = 0; i < n; ++i) x[i] += p[i];
@@ -323,6 +340,13 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   rms_norm(s_.x.data(), w.attn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
   matmul(s_.h.data(), w.wqkv, qkv, t, false);
   if (!w.bqkv.empty()) add_bias(qkv, w.bqkv.data(), t, qkv_dim);
+  if (!w.q_norm.empty()) {  // each head of each token's q, then of its k, in place
+    for (int64_t i = 0; i < t; ++i) {
+      float* row = qkv + i * qkv_dim;
+      rms_norm(row, w.q_norm.data(), row, config_.num_heads, hd, config_.rms_norm_eps);
+      rms_norm(row + q_dim, w.k_norm.data(), row + q_dim, config_.num_kv_heads, hd, config_.rms_norm_eps);
+    }
+  }
   apply_rope(qkv, t, config_.num_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   apply_rope(qkv + q_dim, t, config_.num_kv_heads, hd, qkv_dim, s_.rope_cos.data(), s_.rope_sin.data());
   const KvArenas cache = arenas(layer);
@@ -332,6 +356,17 @@ void CpuModelRunner::run_layer(int64_t layer, int64_t t) {
   add_projection(s_.attn.data(), w.wo, t);
 
   rms_norm(s_.x.data(), w.ffn_norm.data(), s_.h.data(), t, hidden, config_.rms_norm_eps, pool_.get());
+  if (config_.is_moe()) {
+    // FP8 experts keep their activations at every width, as the GPU's grouped GEMMs do.
+    const MoeContext ctx{.pool = pool_.get(), .isa = isa_, .matmul = [this](const float* x, const CpuMatrix& m,
+                                                                            float* y, int64_t rows) {
+                           if (!m.fp8_scales.empty()) fp8_linear(x, m, y, rows, false, num_threads_, s_.fp8, false);
+                           else matmul(x, m, y, rows, false);
+                         }};
+    moe_mlp(s_.h.data(), w, config_.moe, hidden, t, s_.partial.data(), ctx, s_.moe);
+    add_partial(t);
+    return;
+  }
   matmul(s_.h.data(), w.w_gate_up, s_.gate_up.data(), t, false);
   silu_mul(s_.gate_up.data(), s_.act.data(), t, inter, pool_.get());
   add_projection(s_.act.data(), w.w_down, t);

@@ -1,5 +1,6 @@
 // The CPU backend: a multi-threaded fp32 forward pass of a Llama-family decoder
-// (Llama 2/3, SmolLM2, Mistral, Qwen2) over the paged KV cache of backend/model_runner.h.
+// (Llama 2/3, SmolLM2, Mistral, Qwen2, Qwen3; mixtures of experts: Qwen3-MoE, Mixtral, moe_mlp.h)
+// over the paged KV cache of backend/model_runner.h.
 //
 // One forward() call runs every token of the batch (prefill chunks and decodes mixed) through
 // each layer together: the token rows share the GEMMs (by default integer kernels over the
@@ -21,6 +22,7 @@
 #include "backend/cpu/cpu_weights.h"
 #include "backend/cpu/fp8_linear.h"
 #include "backend/cpu/micro_batches.h"
+#include "backend/cpu/moe_mlp.h"
 #include "backend/cpu/q8_activations.h"
 #include "model/fp8_quant.h"
 #include "runner/model_runner.h"
@@ -110,7 +112,7 @@ class CpuModelRunner final : public ModelRunner {
     std::vector<float> rope_cos;  // (tokens, head_dim / 2)
     std::vector<float> rope_sin;  // (tokens, head_dim / 2)
     std::vector<float> last;      // (logit rows, hidden)
-    std::vector<float> partial;   // (tokens, hidden) a split projection's part, before the all-reduce
+    std::vector<float> partial;   // (tokens, hidden) a split projection's part before the all-reduce; the MoE output
     std::vector<float> rank_logits;  // (logit rows, vocab_per_rank) this rank's vocabulary rows, padded
     std::vector<float> gathered;  // (ranks, logit rows, vocab_per_rank)
     std::vector<int64_t> positions;
@@ -119,6 +121,7 @@ class CpuModelRunner final : public ModelRunner {
     AttentionScratch attention;
     Q8Activations q8;  // the current product's quantized input
     Fp8Scratch fp8;    // an FP8 product's activations and sums
+    MoeScratch moe;    // a mixture-of-experts MLP's routing and grouped rows
   };
 
   void check_batch(const ForwardBatch& batch) const;
@@ -130,6 +133,8 @@ class CpuModelRunner final : public ModelRunner {
   void matmul(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate);
   // The residual stream x += in w^T; a split model sums the ranks' parts first.
   void add_projection(const float* in, const CpuMatrix& w, int64_t num_tokens);
+  // x += s_.partial (summed over the ranks first on a split model).
+  void add_partial(int64_t num_tokens);
   void embed(const ForwardBatch& batch);
   // Logits of the rows s_.last holds into `logits` (rows, vocab).
   void lm_head(float* logits, int64_t num_rows);

@@ -59,6 +59,23 @@ CpuMatrix stack(std::initializer_list<const HostTensor*> parts, KeepQuantized ke
   return m;
 }
 
+void pack_experts(const ModelConfig& c, const LayerWeights& src, KeepQuantized keep, bool repack, CpuLayerWeights& dst) {
+  const int64_t hidden = c.hidden_size, inter = c.moe.expert_intermediate_size;
+  expect_shape(src.router, "router", {c.moe.num_experts, hidden});
+  dst.router = stack({&src.router}, nullptr, false);
+  if (static_cast<int64_t>(src.experts.size()) != c.moe.num_experts)
+    fail(ErrorCode::kInvalidFile, "{} experts of weights, the config says {}", src.experts.size(), c.moe.num_experts);
+  dst.experts.resize(src.experts.size());
+  for (size_t e = 0; e < src.experts.size(); ++e) {
+    const ExpertWeights& x = src.experts[e];
+    expect_shape(x.w_gate, "expert gate projection", {inter, hidden});
+    expect_shape(x.w_up, "expert up projection", {inter, hidden});
+    expect_shape(x.w_down, "expert down projection", {hidden, inter});
+    dst.experts[e].w_gate_up = stack({&x.w_gate, &x.w_up}, keep, repack);
+    dst.experts[e].w_down = stack({&x.w_down}, keep, repack);
+  }
+}
+
 }  // namespace
 
 void CpuWeights::embedding_row(int64_t id, float* dst) const {
@@ -77,9 +94,11 @@ void CpuWeights::embedding_row(int64_t id, float* dst) const {
 int64_t CpuWeights::bytes() const {
   auto vec = [](const std::vector<float>& v) { return static_cast<int64_t>(v.size() * sizeof(float)); };
   int64_t n = tok_embeddings.bytes() + lm_head.bytes() + vec(final_norm);
-  for (const CpuLayerWeights& l : layers)
-    n += vec(l.attn_norm) + l.wqkv.bytes() + vec(l.bqkv) + l.wo.bytes() + vec(l.ffn_norm) +
-         l.w_gate_up.bytes() + l.w_down.bytes();
+  for (const CpuLayerWeights& l : layers) {
+    n += vec(l.attn_norm) + l.wqkv.bytes() + vec(l.bqkv) + vec(l.q_norm) + vec(l.k_norm) + l.wo.bytes() +
+         vec(l.ffn_norm) + l.w_gate_up.bytes() + l.w_down.bytes() + l.router.bytes();
+    for (const CpuExpert& e : l.experts) n += e.w_gate_up.bytes() + e.w_down.bytes();
+  }
   return n;
 }
 
@@ -114,9 +133,6 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQua
     expect_shape(src.wv, "v projection", {kv_dim, hidden});
     expect_shape(src.wo, "output projection", {hidden, q_dim});
     expect_shape(src.ffn_norm, "ffn norm", {hidden});
-    expect_shape(src.w_gate, "gate projection", {c.intermediate_size, hidden});
-    expect_shape(src.w_up, "up projection", {c.intermediate_size, hidden});
-    expect_shape(src.w_down, "down projection", {hidden, c.intermediate_size});
 
     dst.attn_norm = f32(src.attn_norm);
     dst.wqkv = stack({&src.wq, &src.wk, &src.wv}, keep, repack_q8);
@@ -132,8 +148,22 @@ CpuWeights pack_cpu_weights(const ModelConfig& c, const ModelWeights& w, KeepQua
     } else if (c.attention_bias) {
       fail(ErrorCode::kInvalidFile, "layer {}: config has attention bias but the q/k/v biases are missing", i);
     }
+    if (c.qk_norm) {
+      if (!src.q_norm || !src.k_norm) fail(ErrorCode::kInvalidFile, "layer {}: the q/k norms are missing", i);
+      expect_shape(*src.q_norm, "q norm", {c.head_dim});
+      expect_shape(*src.k_norm, "k norm", {c.head_dim});
+      dst.q_norm = f32(*src.q_norm);
+      dst.k_norm = f32(*src.k_norm);
+    }
     dst.wo = stack({&src.wo}, keep, repack_q8);
     dst.ffn_norm = f32(src.ffn_norm);
+    if (c.is_moe()) {
+      pack_experts(c, src, keep, repack_q8, dst);
+      continue;
+    }
+    expect_shape(src.w_gate, "gate projection", {c.intermediate_size, hidden});
+    expect_shape(src.w_up, "up projection", {c.intermediate_size, hidden});
+    expect_shape(src.w_down, "down projection", {hidden, c.intermediate_size});
     dst.w_gate_up = stack({&src.w_gate, &src.w_up}, keep, repack_q8);
     dst.w_down = stack({&src.w_down}, keep, repack_q8);
   }

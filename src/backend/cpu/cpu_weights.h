@@ -13,14 +13,26 @@
 
 namespace optimate::cpu {
 
+// One expert of a mixture of experts, packed as a dense MLP is.
+struct CpuExpert {
+  CpuMatrix w_gate_up;  // (2 * expert_intermediate, hidden): gate rows, then up rows
+  CpuMatrix w_down;     // (hidden, expert_intermediate)
+};
+
 struct CpuLayerWeights {
   std::vector<float> attn_norm;  // (hidden)
   CpuMatrix wqkv;                // (q_dim + 2 * kv_dim, hidden): wq rows, then wk, then wv
   std::vector<float> bqkv;       // (q_dim + 2 * kv_dim); empty without attention bias
+  std::vector<float> q_norm;     // (head_dim); empty without q/k norms
+  std::vector<float> k_norm;     // (head_dim)
   CpuMatrix wo;                  // (hidden, q_dim)
   std::vector<float> ffn_norm;   // (hidden)
-  CpuMatrix w_gate_up;           // (2 * intermediate, hidden): gate rows, then up rows
+  CpuMatrix w_gate_up;           // (2 * intermediate, hidden): gate rows, then up rows; empty with experts
   CpuMatrix w_down;              // (hidden, intermediate)
+  // A mixture of experts: the router in fp32 whatever the file holds (it only picks experts, and
+  // a rounded logit could pick others), and the experts.
+  CpuMatrix router;              // (num_experts, hidden)
+  std::vector<CpuExpert> experts;
 };
 
 struct CpuWeights {

@@ -30,12 +30,12 @@ void quantize_matrix_fp8(CpuMatrix& w) {
 }
 
 void fp8_linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate,
-                int num_threads, Fp8Scratch& s) {
+                int num_threads, Fp8Scratch& s, bool round_activations) {
   const int64_t k = w.cols, n = w.rows;
   OPTIMATE_CHECK(!w.fp8_scales.empty(), "fp8_linear over a matrix that is not FP8");
   const float* in = x;
   s.scales.assign(static_cast<size_t>(num_tokens), 1.0f);
-  if (fp8_rounds_activations(num_tokens, n)) {
+  if (round_activations && fp8_rounds_activations(num_tokens, n)) {
     s.x.resize(static_cast<size_t>(num_tokens * k));
     s.codes.resize(static_cast<size_t>(k));
     for (int64_t t = 0; t < num_tokens; ++t) {

@@ -25,7 +25,9 @@ struct Fp8Scratch {
 };
 
 // y[t, r] = x[t, :] . dequant(w)[r, :] (+ y[t, r] when accumulate) for w in FP8 form.
+// round_activations false keeps x as it is at every width, as the GPU's expert GEMMs do
+// (moe_gemm.h: bf16 activations against the widened codes).
 void fp8_linear(const float* x, const CpuMatrix& w, float* y, int64_t num_tokens, bool accumulate,
-                int num_threads, Fp8Scratch& scratch);
+                int num_threads, Fp8Scratch& scratch, bool round_activations = true);
 
 }  // namespace optimate::cpu

@@ -12,6 +12,7 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_requantize.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/runner_state.h"
@@ -41,6 +42,7 @@ void check_supported(const ModelConfig& c) {
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8)
     fail(ErrorCode::kUnsupported, "CUDA backend: {} heads over {} KV heads (groups up to 8)",
          c.num_heads, c.num_kv_heads);
+  check_moe_supported(c);
 }
 
 }  // namespace
@@ -62,7 +64,7 @@ DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunn
 }
 
 int64_t runner_fp8_max_k(const ModelConfig& c) {
-  return std::max({c.hidden_size, c.num_heads * c.head_dim, c.intermediate_size});
+  return std::max({c.hidden_size, c.num_heads * c.head_dim, c.mlp_width()});
 }
 
 int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
@@ -73,7 +75,8 @@ int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o
   b += T * c.hidden_size * 4;                       // residual
   b += T * c.hidden_size * 2 * 2;                   // normed, branch
   b += T * (q_dim + 2 * kv_dim) * 2 + T * q_dim * 2;  // qkv, attn
-  b += T * c.intermediate_size * 2 * 3;             // gate_up, act
+  if (!c.is_moe()) b += T * c.intermediate_size * 2 * 3;  // gate_up, act
+  b += MoeBuffers::bytes(c, T);                     // routing and the experts' grouped rows
   b += S * c.vocab_size * 4 + S * 4;                // logits, greedy ids
   b += paged_attention_split_workspace_floats(decode_attention_shape(c, o), num_sms) * 4;
   StepLimits meta;
@@ -199,7 +202,7 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
     const parallel::TpPartition& p = tp.partition;
     const int rank = tp.comm->rank();
     if (p.num_ranks != tp.comm->size() || p.heads_per_rank != st.config.num_heads ||
-        p.kv_heads_per_rank != st.config.num_kv_heads || p.intermediate_per_rank != st.config.intermediate_size ||
+        p.kv_heads_per_rank != st.config.num_kv_heads || p.intermediate_per_rank != st.config.mlp_width() ||
         p.vocab_end(rank) - p.vocab_begin(rank) != st.vocab_rows)
       fail(ErrorCode::kInternal, "CUDA rank {}: the partition does not match the rank's weights", rank);
     st.vocab_begin = p.vocab_begin(rank);
@@ -267,8 +270,12 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.branch.resize(T * c.hidden_size);
   st.qkv.resize(T * (q_dim + 2 * kv_dim));
   st.attn.resize(T * q_dim);
-  st.gate_up.resize(T * 2 * c.intermediate_size);
-  st.act.resize(T * c.intermediate_size);
+  if (c.is_moe()) {
+    st.moe.allocate(c, T);
+  } else {
+    st.gate_up.resize(T * 2 * c.intermediate_size);
+    st.act.resize(T * c.intermediate_size);
+  }
   st.attn_shape = decode_attention_shape(c, options);
   OPTIMATE_CHECK(st.attn_shape.quantized_kv == st.kv_quantized, "decode attention shape disagrees with the KV layout");
   st.attn_workspace_rows = paged_attention_split_rows(st.attn_shape, st.num_sms);

@@ -35,8 +35,32 @@ const HostTensor* host_tensor(const LoadedModel& m, const WeightSegment& s) {
     case WeightPart::kGate: return &l->w_gate;
     case WeightPart::kUp: return &l->w_up;
     case WeightPart::kDown: return &l->w_down;
+    case WeightPart::kQNorm: return l->q_norm ? &*l->q_norm : nullptr;
+    case WeightPart::kKNorm: return l->k_norm ? &*l->k_norm : nullptr;
+    case WeightPart::kRouter: return &l->router;
+    case WeightPart::kExpertsGateUp:
+    case WeightPart::kExpertsDown: break;  // one tensor per expert: expert_tensors
   }
   return nullptr;
+}
+
+// The host tensors that make up a stacked expert segment, in the segment's order: each
+// expert's gate then up matrices, or each expert's down matrix.
+std::vector<const HostTensor*> expert_tensors(const LoadedModel& m, const WeightSegment& s) {
+  const LayerWeights& l = m.weights.layers.at(static_cast<size_t>(s.layer));
+  if (static_cast<int64_t>(l.experts.size()) != s.shape[0])
+    fail(ErrorCode::kInvalidFile, "{}: layer {} has {} experts, the config {}", m.path, s.layer, l.experts.size(),
+         s.shape[0]);
+  std::vector<const HostTensor*> out;
+  for (const ExpertWeights& e : l.experts) {
+    if (s.part == WeightPart::kExpertsGateUp) {
+      out.push_back(&e.w_gate);
+      out.push_back(&e.w_up);
+    } else {
+      out.push_back(&e.w_down);
+    }
+  }
+  return out;
 }
 
 CudaWeights bind(const ModelConfig& config, const WeightLayout& layout,
@@ -56,8 +80,18 @@ CudaWeights bind(const ModelConfig& config, const WeightLayout& layout,
     lw.bqkv = config.attention_bias ? at(WeightPart::kBq, l) : nullptr;
     lw.wo = at(WeightPart::kWo, l);
     lw.ffn_norm = at(WeightPart::kFfnNorm, l);
-    lw.w_gate_up = at(WeightPart::kGate, l);
-    lw.w_down = at(WeightPart::kDown, l);
+    if (config.qk_norm) {
+      lw.q_norm = at(WeightPart::kQNorm, l);
+      lw.k_norm = at(WeightPart::kKNorm, l);
+    }
+    if (config.is_moe()) {
+      lw.router = at(WeightPart::kRouter, l);
+      lw.experts_gate_up = at(WeightPart::kExpertsGateUp, l);
+      lw.experts_down = at(WeightPart::kExpertsDown, l);
+    } else {
+      lw.w_gate_up = at(WeightPart::kGate, l);
+      lw.w_down = at(WeightPart::kDown, l);
+    }
     w.layers.push_back(lw);
   }
   return w;
@@ -85,6 +119,20 @@ CudaWeights upload_weights(const LoadedModel& model) {
   const WeightLayout layout = weight_layout(config);
   DeviceBuffer<__nv_bfloat16> storage(layout.total_elems);
   for (const WeightSegment& s : layout.segments) {
+    if (s.part == WeightPart::kExpertsGateUp || s.part == WeightPart::kExpertsDown) {
+      int64_t offset = s.offset;  // the experts' matrices one after the other
+      for (const HostTensor* t : expert_tensors(model, s)) {
+        if (t->shape.size() != 2 || t->shape[1] != s.shape[2])
+          fail(ErrorCode::kInvalidFile, "{}: expert tensor {} has the wrong shape", model.path, t->name);
+        const std::vector<uint16_t> bf16 = to_bf16(*t);
+        OPTIMATE_CUDA_CHECK(cudaMemcpy(storage.get() + offset, bf16.data(), bf16.size() * 2, cudaMemcpyHostToDevice));
+        offset += static_cast<int64_t>(bf16.size());
+      }
+      if (offset != s.offset + s.num_elems())
+        fail(ErrorCode::kInvalidFile, "{}: layer {}'s experts hold {} values, the config implies {}", model.path,
+             s.layer, offset - s.offset, s.num_elems());
+      continue;
+    }
     const HostTensor* t = host_tensor(model, s);
     if (!t || t->empty())
       fail(ErrorCode::kNotFound, "{}: weight for layer {} part {} is missing", model.path, s.layer,
@@ -129,6 +177,20 @@ LoadedModel make_dummy_model(const ModelConfig& config, uint64_t seed) {
     t.owner = values;
     ModelWeights& w = m.weights;
     LayerWeights* l = s.layer >= 0 ? &w.layers[s.layer] : nullptr;
+    if (s.part == WeightPart::kExpertsGateUp || s.part == WeightPart::kExpertsDown) {
+      const int64_t rows = s.shape[1];  // of one expert's stacked matrix
+      l->experts.resize(static_cast<size_t>(s.shape[0]));
+      for (int64_t e = 0; e < s.shape[0]; ++e) {
+        ExpertWeights& x = l->experts[e];
+        if (s.part == WeightPart::kExpertsDown) {
+          x.w_down = stacked_matrix(t, e, 0, rows, t.name + ".down");
+        } else {
+          x.w_gate = stacked_matrix(t, e, 0, rows / 2, t.name + ".gate");
+          x.w_up = stacked_matrix(t, e, rows / 2, rows / 2, t.name + ".up");
+        }
+      }
+      continue;
+    }
     switch (s.part) {
       case WeightPart::kEmbed: w.tok_embeddings = t; break;
       case WeightPart::kFinalNorm: w.final_norm = t; break;
@@ -145,6 +207,11 @@ LoadedModel make_dummy_model(const ModelConfig& config, uint64_t seed) {
       case WeightPart::kGate: l->w_gate = t; break;
       case WeightPart::kUp: l->w_up = t; break;
       case WeightPart::kDown: l->w_down = t; break;
+      case WeightPart::kQNorm: l->q_norm = t; break;
+      case WeightPart::kKNorm: l->k_norm = t; break;
+      case WeightPart::kRouter: l->router = t; break;
+      case WeightPart::kExpertsGateUp:
+      case WeightPart::kExpertsDown: break;
     }
   }
   if (config.tie_word_embeddings) m.weights.lm_head = m.weights.tok_embeddings;

@@ -18,13 +18,20 @@ struct CudaLayerWeights {
   const __nv_bfloat16* attn_norm = nullptr;  // (hidden)
   const __nv_bfloat16* wqkv = nullptr;       // (q_dim + 2 * kv_dim, hidden)
   const __nv_bfloat16* bqkv = nullptr;       // (q_dim + 2 * kv_dim) or null
+  const __nv_bfloat16* q_norm = nullptr;     // (head_dim) or null (Qwen3's per-head norms)
+  const __nv_bfloat16* k_norm = nullptr;     // (head_dim) or null
   const __nv_bfloat16* wo = nullptr;         // (hidden, q_dim)
   const __nv_bfloat16* ffn_norm = nullptr;   // (hidden)
-  const __nv_bfloat16* w_gate_up = nullptr;  // (2 * intermediate, hidden)
+  const __nv_bfloat16* w_gate_up = nullptr;  // (2 * intermediate, hidden); null with experts
   const __nv_bfloat16* w_down = nullptr;     // (hidden, intermediate)
-  // FP8 weights (fp8_weights.h): the same four matrices as e4m3 codes with row scales, set in
-  // place of the bf16 pointers above, which are then null.
+  // A mixture of experts (weight_layout.h): the router stays bf16 whatever the quantization.
+  const __nv_bfloat16* router = nullptr;           // (num_experts, hidden)
+  const __nv_bfloat16* experts_gate_up = nullptr;  // (num_experts, 2 * expert_inter, hidden)
+  const __nv_bfloat16* experts_down = nullptr;     // (num_experts, hidden, expert_inter)
+  // FP8 weights (fp8_weights.h): the same matrices as e4m3 codes with row scales (experts:
+  // [num_experts, rows] scales), set in place of the bf16 pointers above, which are then null.
   Fp8Weight wqkv_fp8, wo_fp8, w_gate_up_fp8, w_down_fp8;
+  Fp8Weight experts_gate_up_fp8, experts_down_fp8;
 };
 
 struct CudaWeights {
@@ -40,7 +47,7 @@ struct CudaWeights {
   size_t bytes() const { return storage.bytes() + fp8_storage.bytes(); }
 };
 
-// Bytes the weights of `config` take on the GPU.
+// Bytes the weights of `config` take on the GPU (every expert of a mixture of experts).
 int64_t cuda_weight_bytes(const ModelConfig& config);
 
 // Copies host weights to the GPU: bf16 tensors byte for byte, every other dtype (F32, F16,

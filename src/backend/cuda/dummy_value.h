@@ -43,6 +43,8 @@ inline DummyRange dummy_range(WeightPart part) {
     case WeightPart::kFinalNorm:
     case WeightPart::kAttnNorm:
     case WeightPart::kFfnNorm:
+    case WeightPart::kQNorm:
+    case WeightPart::kKNorm:
       return {0.8f, 1.2f};
     case WeightPart::kBq:
     case WeightPart::kBk:

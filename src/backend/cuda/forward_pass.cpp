@@ -8,7 +8,9 @@
 // SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
 // Wider steps take the GEMM path: per layer RMSNorm, the QKV GEMM, RoPE with the KV write,
 // attention, the o GEMM, RMSNorm, the gate/up GEMM, SiLU*mul, the down GEMM; with FP8 weights
-// the RMSNorms and SiLU*mul hand their linear e4m3 rows directly.
+// the RMSNorms and SiLU*mul hand their linear e4m3 rows directly. Qwen3's per-head q/k norms
+// run before the rotation (on both paths the QKV projection then stores its rows), and a
+// mixture of experts replaces the MLP's projections on both paths (moe_layer.h).
 //
 // A tensor-parallel rank (State::tp) runs the same sequence over its heads and MLP features, and
 // meets the other ranks at four places, each a collective enqueued on the stream (so a graph
@@ -26,8 +28,10 @@
 #include "backend/cuda/embedding.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kv_cache_write.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/qk_norm.h"
 #include "backend/cuda/rmsnorm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/rope_kv_write.h"
@@ -107,7 +111,9 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   qkv_p.residual_in = gate_up_p.residual_in = residual.get();
   qkv_p.eps = gate_up_p.eps = c.rms_norm_eps;
   qkv_p.m = o_p.m = gate_up_p.m = down_p.m = T;
-  qkv_p.epilogue = GemvEpilogue::kRopeKvWrite;
+  // Qwen3 normalizes q and k per head before rotating them: its QKV GEMV stores, and the norm,
+  // the rotation and the KV write follow as in the GEMM path.
+  qkv_p.epilogue = c.qk_norm ? GemvEpilogue::kStoreBf16 : GemvEpilogue::kRopeKvWrite;
   qkv_p.n = qkv_dim;
   qkv_p.k = H;
   qkv_p.y = qkv.get();
@@ -146,6 +152,41 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     add_rounded_to_residual(partial.get(), residual.get(), T * H, s);
   };
 
+  // q/k norms (Qwen3), then rotary embedding and the KV write, on the stored QKV rows.
+  const bool rope_kv_fused = options.fused_elementwise && rope_kv_write_fits(D, qkv_dim);
+  auto norm_rope_kv_write = [&](const CudaLayerWeights& w, const KvArena& cache) {
+    if (w.q_norm) qk_norm(qkv.get(), qkv_dim, w.q_norm, w.k_norm, T, c.num_heads, c.num_kv_heads, D, c.rms_norm_eps, s);
+    if (rope_kv_fused) {
+      rope_kv_write(qkv.get(), qkv_dim, positions, inv_freq.get(), cache, slots, T, c.num_heads, c.num_kv_heads,
+                    kv_shape.block_size, D, s);
+    } else {
+      rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D, s);
+      kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, cache, slots, T, c.num_kv_heads,
+                     kv_shape.block_size, D, s);
+    }
+  };
+  // A mixture of experts' MLP on `normed`: its weighted sum into the residual stream (the fused
+  // path) or into `branch` (the GEMM path, whose next norm adds it); a rank's part through the
+  // all-reduce first, rounded as a dense projection's is.
+  auto moe_mlp = [&](const CudaLayerWeights& w, bool into_residual) {
+    MoeCombineParams out;
+    if (tp.comm) {
+      out.output = MoeCombineOutput::kF32;
+      out.out_f32 = partial.get();
+    } else if (into_residual) {
+      out.output = MoeCombineOutput::kAddResidual;
+      out.residual = residual.get();
+    } else {
+      out.output = MoeCombineOutput::kBf16;
+      out.out_bf16 = branch.get();
+    }
+    enqueue_moe(c, w, normed.get(), T, moe, *gemm, out, s);
+    if (!tp.comm) return;
+    all_reduce(partial.get(), T * H);
+    if (into_residual) add_rounded_to_residual(partial.get(), residual.get(), T * H, s);
+    else round_to_bf16(partial.get(), branch.get(), T * H, s);
+  };
+
   auto mark = [&](Stage stage) { timer.mark(stage, s); };
   mark(Stage::kEmbedding);
   embedding_gather(weights.tok_embeddings, token_ids, residual.get(), T, H, vocab_begin, vocab_rows, s);
@@ -160,6 +201,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     qkv_p.kv_cache = dec.cache = pre.cache = kv_arena(l);
     mark(Stage::kQkv);
     gemv(qkv_p, s);
+    if (c.qk_norm) norm_rope_kv_write(w, dec.cache);
     mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
@@ -168,6 +210,12 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     o_p.w_scale = w.wo_fp8.scales;
     mark(Stage::kOProj);
     row_parallel_gemv(o_p);
+    if (c.is_moe()) {
+      mark(Stage::kGateUp);
+      rmsnorm_residual(nullptr, residual.get(), w.ffn_norm, normed.get(), nullptr, T, H, c.rms_norm_eps, s);
+      moe_mlp(w, /*into_residual=*/true);
+      continue;
+    }
     gate_up_p.norm_weight = w.ffn_norm;
     gate_up_p.w = w.w_gate_up;
     gate_up_p.w_fp8 = w.w_gate_up_fp8.codes;
@@ -186,7 +234,6 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   // into the FP8 GEMM's activation scratch.
   const ElementwiseKernels kernels =
       options.fused_elementwise ? ElementwiseKernels::kCurrent : ElementwiseKernels::kBaseline;
-  const bool rope_kv_fused = kernels == ElementwiseKernels::kCurrent && rope_kv_write_fits(D, qkv_dim);
   auto fp8_input = [&](const Fp8Weight& w, int64_t n, bool row_kernel_fits) {
     return kernels == ElementwiseKernels::kCurrent && w.codes && fp8_rounds_activations(T, n) && row_kernel_fits;
   };
@@ -222,14 +269,7 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H, GemmOutput::kBf16, qkv_fp8_in);
     mark(Stage::kElementwise);
     dec.cache = pre.cache = kv_arena(l);
-    if (rope_kv_fused) {
-      rope_kv_write(qkv.get(), qkv_dim, positions, inv_freq.get(), dec.cache, slots, T, c.num_heads, c.num_kv_heads,
-                    kv_shape.block_size, D, s);
-    } else {
-      rope_inplace(qkv.get(), qkv_dim, positions, inv_freq.get(), T, c.num_heads, c.num_kv_heads, D, s);
-      kv_cache_write(qkv.get() + q_dim, qkv.get() + q_dim + kv_dim, qkv_dim, dec.cache, slots, T,
-                     c.num_kv_heads, kv_shape.block_size, D, s);
-    }
+    norm_rope_kv_write(w, dec.cache);
     mark(Stage::kAttention);
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
@@ -237,6 +277,11 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     row_parallel_linear(attn.get(), w.wo, w.wo_fp8, q_dim);
     mark(Stage::kElementwise);
     norm_into(branch.get(), w.ffn_norm, gate_up_fp8_in);
+    if (c.is_moe()) {
+      mark(Stage::kGateUp);
+      moe_mlp(w, /*into_residual=*/false);
+      continue;
+    }
     mark(Stage::kGateUp);
     linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H, GemmOutput::kBf16,
            gate_up_fp8_in);

@@ -20,6 +20,7 @@ bool quantized_part(WeightPart p) {
   switch (p) {
     case WeightPart::kWq: case WeightPart::kWk: case WeightPart::kWv: case WeightPart::kWo:
     case WeightPart::kGate: case WeightPart::kUp: case WeightPart::kDown:
+    case WeightPart::kExpertsGateUp: case WeightPart::kExpertsDown:
       return true;
     default:
       return false;
@@ -33,10 +34,12 @@ struct Matrix {
   int64_t rows, cols;
 };
 
-// The four FP8 matrices of a layer: wqkv, wo, w_gate_up, w_down.
+// The four FP8 matrices of a layer: wqkv, wo, w_gate_up, w_down; with experts, the last two are
+// every expert's stacked ([num_experts * rows, cols], a scale per row of each expert).
 std::vector<Matrix> layer_matrices(const ModelConfig& c) {
   const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
-  return {{q_dim + 2 * kv_dim, h}, {h, q_dim}, {2 * c.intermediate_size, h}, {h, c.intermediate_size}};
+  const int64_t experts = c.is_moe() ? c.moe.num_experts : 1, inter = c.mlp_width();
+  return {{q_dim + 2 * kv_dim, h}, {h, q_dim}, {experts * 2 * inter, h}, {experts * h, inter}};
 }
 
 struct Compact {
@@ -94,8 +97,11 @@ CudaWeights quantize_weights_fp8(CudaWeights weights) {
   auto* scales = reinterpret_cast<float*>(out.fp8_storage.get() + codes_total);
   for (const CudaLayerWeights& src : weights.layers) {
     CudaLayerWeights dst = src;
-    const __nv_bfloat16* bf16[4] = {src.wqkv, src.wo, src.w_gate_up, src.w_down};
-    Fp8Weight* fp8[4] = {&dst.wqkv_fp8, &dst.wo_fp8, &dst.w_gate_up_fp8, &dst.w_down_fp8};
+    const bool moe = c.is_moe();
+    const __nv_bfloat16* bf16[4] = {src.wqkv, src.wo, moe ? src.experts_gate_up : src.w_gate_up,
+                                    moe ? src.experts_down : src.w_down};
+    Fp8Weight* fp8[4] = {&dst.wqkv_fp8, &dst.wo_fp8, moe ? &dst.experts_gate_up_fp8 : &dst.w_gate_up_fp8,
+                         moe ? &dst.experts_down_fp8 : &dst.w_down_fp8};
     const std::vector<Matrix> shapes = layer_matrices(c);
     for (int i = 0; i < 4; ++i) {
       quantize_fp8_rows(bf16[i], shapes[i].rows, shapes[i].cols, codes, scales, nullptr);
@@ -103,7 +109,7 @@ CudaWeights quantize_weights_fp8(CudaWeights weights) {
       codes += shapes[i].rows * shapes[i].cols;
       scales += shapes[i].rows;
     }
-    dst.wqkv = dst.wo = dst.w_gate_up = dst.w_down = nullptr;
+    dst.wqkv = dst.wo = dst.w_gate_up = dst.w_down = dst.experts_gate_up = dst.experts_down = nullptr;
     out.layers.push_back(dst);
   }
 
@@ -126,7 +132,10 @@ CudaWeights quantize_weights_fp8(CudaWeights weights) {
   for (CudaLayerWeights& l : out.layers) {
     l.attn_norm = relocate(l.attn_norm);
     l.bqkv = relocate(l.bqkv);
+    l.q_norm = relocate(l.q_norm);
+    l.k_norm = relocate(l.k_norm);
     l.ffn_norm = relocate(l.ffn_norm);
+    l.router = relocate(l.router);
   }
   OPTIMATE_CUDA_CHECK(cudaDeviceSynchronize());
   return out;  // `weights` and its bf16 storage go here

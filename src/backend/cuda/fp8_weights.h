@@ -1,5 +1,6 @@
 // --quantization fp8 on the GPU: a model's linear projections (wqkv, wo, w_gate_up, w_down of
-// every layer) turned into e4m3 codes with one fp32 scale per output row, on the device (an
+// every layer; with experts, every expert's gate/up and down, the router staying bf16) turned
+// into e4m3 codes with one fp32 scale per output row, on the device (an
 // 8B model's 16 GB never cross to the host). Embeddings, norms, biases and the LM head stay
 // bf16: the LM head is one matrix of 32 and the logits are where rounding shows most.
 #pragma once

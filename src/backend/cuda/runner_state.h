@@ -13,6 +13,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kv_block.h"
 #include "backend/cuda/kv_swap.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/gemm.h"
@@ -59,8 +60,9 @@ struct CudaModelRunner::State {
   DeviceBuffer<__nv_bfloat16> qkv;       // [T, q_dim + 2 kv_dim]
   DeviceBuffer<__nv_bfloat16> attn;      // [T, q_dim]
   DeviceBuffer<__nv_bfloat16> branch;    // [T, hidden]: attention or MLP output
-  DeviceBuffer<__nv_bfloat16> gate_up;   // [T, 2 intermediate]
+  DeviceBuffer<__nv_bfloat16> gate_up;   // [T, 2 intermediate]; empty with experts
   DeviceBuffer<__nv_bfloat16> act;       // [T, intermediate]
+  MoeBuffers moe;                        // a mixture of experts' routing and grouped rows
   DeviceBuffer<float> attn_workspace;    // split-K partials
   DeviceBuffer<int> attn_split_counters;  // [attn_workspace_rows, num_kv_heads], kept zero
   DeviceBuffer<float> logits;            // [max_num_seqs, vocab]

@@ -28,6 +28,7 @@ WeightLayout weight_layout(const ModelConfig& c) {
   };
   const int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
                 kv_dim = c.num_kv_heads * c.head_dim, inter = c.intermediate_size;
+  const int64_t experts = c.moe.num_experts, expert_inter = c.moe.expert_intermediate_size;
   add(WeightPart::kEmbed, -1, {c.vocab_size, h}, false);
   add(WeightPart::kFinalNorm, -1, {h}, false);
   if (!c.tie_word_embeddings) add(WeightPart::kLmHead, -1, {c.vocab_size, h}, false);
@@ -41,8 +42,18 @@ WeightLayout weight_layout(const ModelConfig& c) {
       add(WeightPart::kBk, l, {kv_dim}, true);
       add(WeightPart::kBv, l, {kv_dim}, false);
     }
+    if (c.qk_norm) {
+      add(WeightPart::kQNorm, l, {c.head_dim}, false);
+      add(WeightPart::kKNorm, l, {c.head_dim}, false);
+    }
     add(WeightPart::kWo, l, {h, q_dim}, false);
     add(WeightPart::kFfnNorm, l, {h}, false);
+    if (c.is_moe()) {
+      add(WeightPart::kRouter, l, {experts, h}, false);
+      add(WeightPart::kExpertsGateUp, l, {experts, 2 * expert_inter, h}, false);
+      add(WeightPart::kExpertsDown, l, {experts, h, expert_inter}, false);
+      continue;
+    }
     add(WeightPart::kGate, l, {inter, h}, true);
     add(WeightPart::kUp, l, {inter, h}, false);
     add(WeightPart::kDown, l, {h, inter}, false);

@@ -1,7 +1,9 @@
 // Where each weight lives inside the one device allocation that holds a model. The loader
 // and the dummy initialiser both follow this layout, so they produce identical buffers.
 // Fused tensors are contiguous runs of their parts: wqkv = [wq; wk; wv] rows, bqkv likewise,
-// w_gate_up = [w_gate; w_up] rows, so one GEMM computes each group.
+// w_gate_up = [w_gate; w_up] rows, so one GEMM computes each group. A mixture of experts stacks
+// its experts: kExpertsGateUp [num_experts, 2 * expert_inter, hidden] (each expert's gate rows,
+// then its up rows) and kExpertsDown [num_experts, hidden, expert_inter], one grouped GEMM each.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@ namespace optimate::cuda {
 enum class WeightPart : uint8_t {
   kEmbed, kFinalNorm, kLmHead,
   kAttnNorm, kWq, kWk, kWv, kBq, kBk, kBv, kWo, kFfnNorm, kGate, kUp, kDown,
+  kQNorm, kKNorm, kRouter, kExpertsGateUp, kExpertsDown,
 };
 
 struct WeightSegment {
