@@ -11,8 +11,10 @@
 #   attention.json attention.log  the attention kernels alone (the decode kernels, small
 #                             batches against the head clusters, prefill, long-context decode
 #                             over bf16, fp8, int8 and int4 KV blocks)
-#   kv_tests.log kv_tests.json kv_attention.json kv_attention.log  the `kv` stage: the KV
-#                             precision tests and the long-context decode cases alone
+#   kv_tests.log kv_tests.json kv_attention.json kv_attention.log kv/  the `kv` stage: the KV
+#                             precision tests, the long-context decode cases alone and the
+#                             perplexity gates per precision (scripts/gpu-kv-quant.sh; with
+#                             OPTIMATE_KV_STAGES="perplexity decode", the decode-heavy load too)
 #   sampling.json sampling.log  fused vs unfused GPU sampling per step
 #   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
@@ -236,6 +238,14 @@ if want kv; then
   "$build/cuda_attention_bench" --only kv --out "$out/kv_attention.json" >"$out/kv_attention.log" 2>&1
   [[ $? -eq 0 ]] || kv_status=1
   tee -a "$summary" <"$out/kv_attention.log"
+  # The quality gates on the GPU (scripts/gpu-kv-quant.sh; OPTIMATE_KV_STAGES adds "decode").
+  if [[ -x "$build/optimate" && -s "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]]; then
+    "$root/scripts/gpu-kv-quant.sh" "$build/optimate" "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" "$out/kv" \
+      "${OPTIMATE_KV_STAGES:-perplexity}" 2>&1 | tee -a "$summary"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || kv_status=1
+  else
+    note "kv: no optimate binary or SmolLM2 GGUF, perplexity skipped"
+  fi
 fi
 elementwise_status=0
 if want elementwise; then

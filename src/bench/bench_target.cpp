@@ -11,6 +11,7 @@
 #include "bench/toml_override.h"
 #include "core/error.h"
 #include "kv/host_tier.h"
+#include "optim/kv_quant_policy.h"
 
 namespace optimate::bench {
 namespace {
@@ -76,12 +77,20 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
   config.num_kv_blocks = profile.num_kv_blocks;
   if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
   // The host tier the settings ask for, when the profile can time its copies.
-  const kv::KvLayout layout = SimModelRunner::plan_layout(profile);
+  // A cache laid out for kv_quant when the configuration has it, as create_engine_parts does.
+  std::optional<kv::KvPrecision> finest;
+  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken;
+  for (const OptimizerSpec& spec : config.optimizers)
+    if (auto p = optim::kv_quant_layout_precision(spec)) {
+      finest = p;
+      int4_keys = optim::kv_quant_int4_keys(spec);
+    }
+  const kv::KvLayout layout = SimModelRunner::plan_layout(profile, finest, int4_keys);
   const kv::HostTierSlots host = profile.host_link_bytes_per_s > 0.0
                                       ? plan_host_tier(config, profile.model.num_layers, layout)
                                       : kv::HostTierSlots{};
   auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host), b.clock);
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host, finest, int4_keys), b.clock);
   b.observer = observed.get();
   EngineParts parts;
   parts.runner = std::move(observed);

@@ -32,14 +32,17 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   if (seqs.empty()) return c;
   const CostProfile& p = profile_;
   const ModelConfig& m = p.model;
-  double tokens = 0.0;
+  double tokens = 0.0, quantized_bytes = 0.0;
   for (const SeqWork& s : seqs) {
     const double n = double(s.num_new_tokens), ctx = double(s.context_len);
     tokens += n;
     // Each new token attends to the cached context and to the causal part of its own chunk.
     const double attended = n * ctx + n * (n + 1.0) / 2.0;
     c.attention_flops += 4.0 * double(m.num_layers * m.num_heads * m.head_dim) * attended;
-    c.kv_bytes += kv_bytes_per_token_ * (ctx + 2.0 * n);  // read the context, write and read the chunk
+    // Read the context, write and read the chunk.
+    const double context = s.full_context_bytes >= 0.0 ? s.full_context_bytes : kv_bytes_per_token_ * ctx;
+    c.kv_bytes += context + s.quantized_context_bytes + kv_bytes_per_token_ * 2.0 * n;
+    quantized_bytes += s.quantized_context_bytes;
   }
   c.weight_bytes = weight_bytes_;
   // Only the row a token is sampled from goes through the LM head: one per sequence.
@@ -48,8 +51,12 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   // GEMMs and attention are separate kernels, each bound by its own roofline.
   const double gemm_s = std::max(c.weight_bytes / (bw * p.gemm_bandwidth_efficiency),
                                  c.gemm_flops / (flops * p.gemm_compute_efficiency));
-  const double attn_s = std::max(c.kv_bytes / (bw * p.attention_bandwidth_efficiency),
-                                 c.attention_flops / (flops * p.attention_compute_efficiency));
+  const double quantized_eff = p.quantized_attention_bandwidth_efficiency > 0.0
+                                  ? p.quantized_attention_bandwidth_efficiency
+                                  : p.attention_bandwidth_efficiency;
+  const double attn_read_s = (c.kv_bytes - quantized_bytes) / (bw * p.attention_bandwidth_efficiency) +
+                             quantized_bytes / (bw * quantized_eff);
+  const double attn_s = std::max(attn_read_s, c.attention_flops / (flops * p.attention_compute_efficiency));
   c.seconds = p.step_overhead_s + p.per_seq_overhead_s * double(seqs.size()) + gemm_s + attn_s;
   return c;
 }
@@ -101,6 +108,9 @@ CostProfile load_cost_profile(const std::string& path) {
   p.attention_compute_efficiency = p.gemm_compute_efficiency;
   if (j.contains("attention_compute_efficiency"))
     get(j, "attention_compute_efficiency", p.attention_compute_efficiency, path);
+  p.quantized_attention_bandwidth_efficiency = p.attention_bandwidth_efficiency;
+  if (j.contains("quantized_attention_bandwidth_efficiency"))
+    get(j, "quantized_attention_bandwidth_efficiency", p.quantized_attention_bandwidth_efficiency, path);
   get(j, "step_overhead_s", p.step_overhead_s, path);
   get(j, "per_seq_overhead_s", p.per_seq_overhead_s, path);
   if (j.contains("host_link_bytes_per_s")) get(j, "host_link_bytes_per_s", p.host_link_bytes_per_s, path);
@@ -121,7 +131,8 @@ CostProfile load_cost_profile(const std::string& path) {
   for (auto [v, f] : {std::pair{p.gemm_bandwidth_efficiency, "gemm_bandwidth_efficiency"},
                       std::pair{p.gemm_compute_efficiency, "gemm_compute_efficiency"},
                       std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"},
-                      std::pair{p.attention_compute_efficiency, "attention_compute_efficiency"}})
+                      std::pair{p.attention_compute_efficiency, "attention_compute_efficiency"},
+                      std::pair{p.quantized_attention_bandwidth_efficiency, "quantized_attention_bandwidth_efficiency"}})
     if (!(v > 0.0 && v <= 1.0)) fail(ErrorCode::kInvalidFile, "{}: \"{}\" must be in (0, 1]", path, f);
   if (!(p.host_link_bytes_per_s >= 0.0)) fail(ErrorCode::kInvalidFile, "{}: \"host_link_bytes_per_s\" must be >= 0", path);
   if (p.step_overhead_s < 0 || p.per_seq_overhead_s < 0)
@@ -148,6 +159,7 @@ std::string cost_profile_to_json(const CostProfile& p) {
             {"gemm_compute_efficiency", p.gemm_compute_efficiency},
             {"attention_bandwidth_efficiency", p.attention_bandwidth_efficiency},
             {"attention_compute_efficiency", p.attention_compute_efficiency},
+            {"quantized_attention_bandwidth_efficiency", p.quantized_attention_bandwidth_efficiency},
             {"step_overhead_s", p.step_overhead_s},
             {"per_seq_overhead_s", p.per_seq_overhead_s},
             {"host_link_bytes_per_s", p.host_link_bytes_per_s},

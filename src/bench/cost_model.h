@@ -29,6 +29,9 @@ struct CostProfile {
   // Attention FLOPs are not GEMMs on every backend (the CPU's run per token and head), so they
   // get their own share of the peak. Optional in a profile: absent, it is the GEMMs' share.
   double attention_compute_efficiency = 1.0;
+  // The share of the copy bandwidth attention reaches over quantized KV blocks (fp8, int8,
+  // int4: codes to convert and scales to apply). Optional: absent, attention_bandwidth_efficiency.
+  double quantized_attention_bandwidth_efficiency = 0.0;
   double step_overhead_s = 0.0;     // launch, scheduling and sampling per step
   double per_seq_overhead_s = 0.0;  // per sequence in the step (sampling, bookkeeping)
   // Between GPU memory and pinned host memory, each way (swap preemption and the host tier of
@@ -43,6 +46,10 @@ struct CostProfile {
 struct SeqWork {
   int64_t num_new_tokens = 0;  // prefill chunk length, or 1 for a decode
   int64_t context_len = 0;     // tokens already in the cache before this step
+  // The context's KV bytes when its blocks' precisions are known (a cache that mixes them):
+  // at full precision, and quantized. Negative: context_len tokens at the profile's precision.
+  double full_context_bytes = -1.0;
+  double quantized_context_bytes = 0.0;
 };
 
 struct StepCost {

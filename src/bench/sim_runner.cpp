@@ -8,18 +8,27 @@
 
 namespace optimate::bench {
 
-kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p) {
+kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p, std::optional<kv::KvPrecision> finest,
+                                         kv::Int4Keys int4_keys) {
   // The profile's bytes per element name the cache's precision: 4 f32, 2 bf16, 1 int8.
   const kv::KvPrecision full = p.kv_bytes_per_element >= 4 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
   const kv::KvPrecision base = p.kv_bytes_per_element < 2 ? kv::KvPrecision::kInt8 : full;
-  return kv::plan_kv_layout(full, base, std::nullopt, p.model.num_kv_heads, p.block_size, p.model.head_dim);
+  return kv::plan_kv_layout(full, base, finest, p.model.num_kv_heads, p.block_size, p.model.head_dim, int4_keys);
+}
+
+int64_t SimModelRunner::num_slots(const CostProfile& p, const kv::KvLayout& layout) {
+  if (!layout.dynamic()) return p.num_kv_blocks;
+  const int64_t block = kv::BlockLayout(layout.base, p.model.num_kv_heads, p.block_size, p.model.head_dim).total_bytes;
+  return kv::num_slots_for_memory(2 * p.model.num_layers * block * p.num_kv_blocks, p.model.num_layers, layout);
 }
 
 SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock,
-                               int64_t logits_vocab_size, kv::HostTierSlots host_tier)
+                               int64_t logits_vocab_size, kv::HostTierSlots host_tier,
+                               std::optional<kv::KvPrecision> finest, kv::Int4Keys int4_keys)
     : cost_(std::move(profile)),
       clock_(std::move(clock)),
-      copies_(plan_layout(cost_.profile()), cost_.profile().num_kv_blocks) {
+      copies_(plan_layout(cost_.profile(), finest, int4_keys),
+              num_slots(cost_.profile(), plan_layout(cost_.profile(), finest, int4_keys))) {
   OPTIMATE_CHECK(clock_ != nullptr, "simulated runner without a clock");
   if (logits_vocab_size < 2)
     fail(ErrorCode::kInvalidArgument, "simulated vocabulary size must be >= 2, got {}", logits_vocab_size);
@@ -30,9 +39,26 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_ = p.model;
   config_.vocab_size = logits_vocab_size;
   config_.eos_token_ids.clear();
-  kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
+  const kv::KvLayout layout = plan_layout(p, finest, int4_keys);
+  kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = num_slots(p, layout),
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
-               .head_dim = p.model.head_dim, .layout = plan_layout(p), .host_tier = host_tier};
+               .head_dim = p.model.head_dim, .layout = layout, .host_tier = host_tier};
+}
+
+double SimModelRunner::block_bytes(int32_t code) const {
+  const kv::KvPrecision p = kv::precision_of_code(code, kv_shape_.layout.full);
+  const kv::BlockLayout k(p, kv_shape_.num_kv_heads, kv_shape_.block_size, kv_shape_.head_dim,
+                          kv_shape_.layout.int4_keys);
+  const kv::BlockLayout v(p, kv_shape_.num_kv_heads, kv_shape_.block_size, kv_shape_.head_dim);
+  return static_cast<double>(kv_shape_.num_layers * (k.total_bytes + v.total_bytes));
+}
+
+void SimModelRunner::requantize(std::span<const RequantizeOp> ops) {
+  double bytes = 0.0;
+  for (const RequantizeOp& op : ops)
+    bytes += block_bytes(kv::entry_code(op.from_entry)) + block_bytes(kv::entry_code(op.to_entry));
+  const CostProfile& p = cost_.profile();
+  clock_->advance_ns(std::llround(bytes / (p.memory_bandwidth_bytes_per_s * p.gemm_bandwidth_efficiency) * 1e9));
 }
 
 void SimModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {
@@ -63,7 +89,21 @@ size_t SimModelRunner::run(const ForwardBatch& batch) {
   }
   const size_t rows = static_cast<size_t>(std::count_if(batch.seqs.begin(), batch.seqs.end(),
                                                         [](const SeqSlice& s) { return s.want_logits; }));
-  last_ = cost_.step_cost(batch_work(batch));
+  std::vector<SeqWork> work = batch_work(batch);
+  if (kv_shape_.layout.dynamic()) {
+    // The context's bytes block by block, each at its precision.
+    const double bs = static_cast<double>(kv_shape_.block_size);
+    for (size_t i = 0; i < work.size(); ++i) {
+      SeqWork& w = work[i];
+      w.full_context_bytes = 0.0;
+      for (int64_t b = 0; b * kv_shape_.block_size < w.context_len; ++b) {
+        const int32_t code = kv::entry_code(batch.seqs[i].block_table[b]);
+        const double tokens = std::min<double>(bs, static_cast<double>(w.context_len - b * kv_shape_.block_size));
+        (code == 0 ? w.full_context_bytes : w.quantized_context_bytes) += block_bytes(code) * tokens / bs;
+      }
+    }
+  }
+  last_ = cost_.step_cost(work);
   clock_->advance_ns(static_cast<int64_t>(std::llround(last_.seconds * 1e9)));
   return rows;
 }

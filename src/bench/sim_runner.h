@@ -6,10 +6,16 @@
 // Copies to and from the host tier take bytes / host_link_bytes_per_s on a copy engine of
 // their own, one batch after another, overlapped with the steps; a step whose blocks are among
 // copies not yet done starts when they are (as the CUDA runner waits on their event).
+//
+// A cache laid out for kv_quant (`finest`) holds the profile's KV memory in pages (kv_layout.h);
+// a step reads each block at its precision's bytes, quantized ones at the profile's
+// quantized_attention_bandwidth_efficiency, and requantizing a block costs reading it at full
+// precision and writing it quantized.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runner/model_runner.h"
@@ -26,14 +32,19 @@ class SimModelRunner final : public ModelRunner {
   // cost still uses the profile's vocabulary. Rows are all zero, so greedy sampling picks token
   // 0; the model has no EOS, so every request runs to max_tokens.
   SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
-                 kv::HostTierSlots host_tier = {});
-  // The KV layout a profile gives (its bytes per element name the precision).
-  static kv::KvLayout plan_layout(const CostProfile& profile);
+                 kv::HostTierSlots host_tier = {}, std::optional<kv::KvPrecision> finest = std::nullopt,
+                 kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken);
+  // The KV layout a profile gives (its bytes per element name the precision), laid out for
+  // blocks down to `finest` when kv_quant is configured.
+  static kv::KvLayout plan_layout(const CostProfile& profile, std::optional<kv::KvPrecision> finest = std::nullopt,
+                                  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken);
+  // Slots of `layout` in the profile's KV memory (num_kv_blocks blocks at its precision).
+  static int64_t num_slots(const CostProfile& profile, const kv::KvLayout& layout);
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
-  // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it).
-  void requantize(std::span<const RequantizeOp>) override {}
+  // Nothing is stored; the clock advances by the bytes the conversion would move.
+  void requantize(std::span<const RequantizeOp> ops) override;
   void copy_kv(std::span<const kv::KvCopy> copies) override;
   double host_link_bytes_per_s() const override { return kv_shape_.num_host_slots() > 0 ? cost_.profile().host_link_bytes_per_s : 0.0; }
   void forward(const ForwardBatch& batch, std::vector<float>& logits) override;
@@ -62,6 +73,8 @@ class SimModelRunner final : public ModelRunner {
 
   // Advances the clock by the batch's cost; returns the number of logits rows.
   size_t run(const ForwardBatch& batch);
+  // Bytes of K and V of every layer one block of the code's precision holds.
+  double block_bytes(int32_t code) const;
 };
 
 }  // namespace optimate::bench

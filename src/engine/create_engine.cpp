@@ -84,6 +84,12 @@ std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
   return std::nullopt;
 }
 
+kv::Int4Keys kv_quant_int4_keys(const EngineArgs& args) {
+  for (const OptimizerSpec& spec : args.optimizers)
+    if (spec.name == "kv_quant") return optim::kv_quant_int4_keys(spec);
+  return kv::Int4Keys::kPerToken;
+}
+
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
@@ -91,6 +97,7 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   // bf16 by default, as on the GPU: half the bytes of f32 for the same quality (perplexity).
   options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest = kv_quant_precision(args);
+  options.kv_int4_keys = kv_quant_int4_keys(args);
   const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);
   options.activations = cpu::parse_cpu_activations(args.cpu_activations);
@@ -136,6 +143,7 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
   options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest_precision = kv_quant_precision(args);
+  options.kv_int4_keys = kv_quant_int4_keys(args);
   options.quantization = parse_weight_quantization(args.quantization);
   options.host_tier = plan_host_tier(args, model.config.num_layers, cuda::CudaModelRunner::plan_layout(model.config, options));
   if (args.tensor_parallel_size > 1) {

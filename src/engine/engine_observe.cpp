@@ -82,6 +82,12 @@ void Engine::record_requantize(const sched::StepPlan& plan) {
       .with("to", std::string(kv::kv_precision_name(
                       scheduler_->policy_knobs().kv_quant_precision.value_or(layout.finest.value_or(layout.full)))))
       .with("kv_usage", scheduler_->metrics().kv_usage);
+  // The KV policy's own figures on the cache it leaves (kv_quant: the blocks it holds back and
+  // the perplexity change its mix of precisions is estimated to cost).
+  for (const optim::PolicyCounter& c : scheduler_->policies().kv->counters())
+    if (c.name == "quality_estimate" || c.name == "held_for_priority") d.with(c.name, c.value);
+  for (const auto& [precision, blocks] : scheduler_->kv().pool().live_blocks())
+    d.with(std::string("blocks_") + kv::kv_precision_name(precision), blocks);
   record(std::move(d));
 }
 

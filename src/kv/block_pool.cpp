@@ -219,6 +219,24 @@ int32_t BlockPool::requantize(int32_t entry, KvPrecision precision) {
     fail(ErrorCode::kInvalidArgument, "only a full-precision block held once is requantized (block {:#x}: "
          "{} references, {})", entry, b.ref_count, kv_precision_name(b.precision));
   const int32_t size = static_cast<int32_t>(layout_.slots_for(precision));
+  if (size < layout_.page_slots && !partial_free(size).empty() && !slots_[partial_free(size).front()].hash) {
+    // A free block of the new size in a live page takes the content, and the full block's whole
+    // page is freed for full-precision blocks (new blocks are allocated at full precision). The
+    // old bytes are not touched: the full-precision copy stays cached until its space is taken.
+    const int32_t to = partial_free(size).front();
+    partial_free(size).remove(to);
+    take(to, precision);
+    const std::optional<BlockHash> hash = b.hash;
+    release(std::span(&entry, 1));
+    if (hash) {
+      slots_[to].hash = hash;
+      cached_[*hash].push_back(to);
+      ++num_cached_blocks_;
+    }
+    ++counters_.requantized_blocks;
+    ++counters_.requantized_to[precision];
+    return entry_of(to);
+  }
   const int32_t page = page_of(slot);
   const int32_t old_size = b.size;  // a full block fills its page
   const int32_t freed = old_size - size;

@@ -79,8 +79,10 @@ class BlockPool {
   // content. Pass blocks tail first so a sequence's last blocks are evicted before its first
   // ones (a later request more likely shares the beginning).
   void release(std::span<const int32_t> entries);
-  // Turns a full-precision block held once into a block of `precision` in place (same slot)
-  // and frees the rest of its page; returns the new entry. The runner rewrites the bytes
+  // Turns a full-precision block held once into a block of `precision`; returns the new entry.
+  // It moves into a free block of that size in a partly used page when there is one (holding no
+  // cached content), which frees its whole page; otherwise it stays at its slot and frees the
+  // rest of its page. The runner rewrites the bytes from the old slot into the new one
   // (ModelRunner::requantize). Error(kInvalidArgument) for a shared, free or quantized block.
   int32_t requantize(int32_t entry, KvPrecision precision);
 

@@ -29,6 +29,23 @@ uint16_t read_u16(const uint8_t* p) {
 
 void write_u16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
 
+// fp16 (scale, min) of values in [lo, hi], rounded as the decoder reads them.
+struct Int4Params {
+  uint16_t scale_h = 0, min_h = 0;
+  float scale = 0.0f, min = 0.0f;
+};
+Int4Params int4_params(float lo, float hi) {
+  Int4Params p;
+  p.min_h = f32_to_f16(lo);
+  p.min = f16_to_f32(p.min_h);
+  p.scale_h = f32_to_f16((hi - p.min) / 15.0f);
+  p.scale = f16_to_f32(p.scale_h);
+  return p;
+}
+int32_t int4_code(float x, const Int4Params& p) {
+  return p.scale == 0.0f ? 0 : std::clamp(round_even((x - p.min) / p.scale), 0, 15);
+}
+
 float amax(const float* x, int64_t n) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
@@ -58,8 +75,9 @@ KvPrecision precision_of_code(int32_t code, KvPrecision full) {
   fail(ErrorCode::kInternal, "KV block-table entry with precision code {}", code);
 }
 
-BlockLayout::BlockLayout(KvPrecision p, int64_t kvh, int64_t bs, int64_t hd)
-    : precision(p), num_kv_heads(kvh), block_size(bs), head_dim(hd) {
+BlockLayout::BlockLayout(KvPrecision p, int64_t kvh, int64_t bs, int64_t hd, Int4Keys keys)
+    : precision(p), num_kv_heads(kvh), block_size(bs), head_dim(hd),
+      channel_scales(p == KvPrecision::kInt4 && keys == Int4Keys::kPerChannel) {
   if (kvh <= 0 || bs <= 0 || hd <= 0)
     fail(ErrorCode::kInvalidArgument, "KV block shape must be positive ({} heads, {} tokens, head dim {})",
          kvh, bs, hd);
@@ -73,11 +91,11 @@ BlockLayout::BlockLayout(KvPrecision p, int64_t kvh, int64_t bs, int64_t hd)
         fail(ErrorCode::kUnsupported, "int4 KV needs a head dim that is a multiple of {}, got {}",
              kInt4Group, hd);
       row_bytes = hd / 2;
-      scale_bytes = 4 * (hd / kInt4Group);
+      scale_bytes = channel_scales ? 4 * hd : 4 * (hd / kInt4Group);
       break;
   }
   scale_offset = kvh * bs * row_bytes;
-  total_bytes = scale_offset + kvh * bs * scale_bytes;
+  total_bytes = scale_offset + (channel_scales ? kvh : kvh * bs) * scale_bytes;
 }
 
 void store_row(const BlockLayout& l, uint8_t* block, int64_t head, int64_t token, const float* x) {
@@ -107,24 +125,44 @@ void store_row(const BlockLayout& l, uint8_t* block, int64_t head, int64_t token
       return;
     }
     case KvPrecision::kInt4: {
+      OPTIMATE_CHECK(!l.channel_scales, "int4 keys scaled per channel are written a block at a time");
       std::memset(row, 0, hd / 2);
       for (int64_t g = 0; g < hd / kInt4Group; ++g) {
         const float* xg = x + g * kInt4Group;
         const auto [lo, hi] = std::minmax_element(xg, xg + kInt4Group);
-        // The decoder reads fp16 scale and min: quantize against the rounded values.
-        const uint16_t min_h = f32_to_f16(*lo);
-        const float min = f16_to_f32(min_h);
-        const uint16_t scale_h = f32_to_f16((*hi - min) / 15.0f);
-        const float scale = f16_to_f32(scale_h);
-        write_u16(scales + 4 * g, scale_h);
-        write_u16(scales + 4 * g + 2, min_h);
+        const Int4Params p = int4_params(*lo, *hi);
+        write_u16(scales + 4 * g, p.scale_h);
+        write_u16(scales + 4 * g + 2, p.min_h);
         for (int64_t i = 0; i < kInt4Group; ++i) {
-          const int32_t q = scale == 0.0f ? 0 : std::clamp(round_even((xg[i] - min) / scale), 0, 15);
           const int64_t e = g * kInt4Group + i;
-          row[e / 2] |= static_cast<uint8_t>(q << (4 * (e % 2)));
+          row[e / 2] |= static_cast<uint8_t>(int4_code(xg[i], p) << (4 * (e % 2)));
         }
       }
       return;
+    }
+  }
+}
+
+void store_block(const BlockLayout& l, uint8_t* block, const float* rows) {
+  const int64_t hd = l.head_dim, bs = l.block_size;
+  if (l.row_writable()) {
+    for (int64_t h = 0; h < l.num_kv_heads; ++h)
+      for (int64_t t = 0; t < bs; ++t) store_row(l, block, h, t, rows + (h * bs + t) * hd);
+    return;
+  }
+  // int4 keys, a (scale, min) pair per channel over the block's tokens.
+  for (int64_t h = 0; h < l.num_kv_heads; ++h) {
+    const float* xh = rows + h * bs * hd;
+    uint8_t* scales = block + l.scale_row_offset(h, 0);
+    std::memset(block + l.row_offset(h, 0), 0, bs * l.row_bytes);
+    for (int64_t c = 0; c < hd; ++c) {
+      float lo = xh[c], hi = xh[c];
+      for (int64_t t = 1; t < bs; ++t) lo = std::min(lo, xh[t * hd + c]), hi = std::max(hi, xh[t * hd + c]);
+      const Int4Params p = int4_params(lo, hi);
+      write_u16(scales + 4 * c, p.scale_h);
+      write_u16(scales + 4 * c + 2, p.min_h);
+      for (int64_t t = 0; t < bs; ++t)
+        block[l.row_offset(h, t) + c / 2] |= static_cast<uint8_t>(int4_code(xh[t * hd + c], p) << (4 * (c % 2)));
     }
   }
 }
@@ -150,17 +188,17 @@ void load_row(const BlockLayout& l, const uint8_t* block, int64_t head, int64_t 
       for (int64_t i = 0; i < hd; ++i) out[i] = e4m3_to_f32(row[i]) * scale;
       return;
     }
-    case KvPrecision::kInt4:
-      for (int64_t g = 0; g < hd / kInt4Group; ++g) {
-        const float scale = f16_to_f32(read_u16(scales + 4 * g));
-        const float min = f16_to_f32(read_u16(scales + 4 * g + 2));
-        for (int64_t i = 0; i < kInt4Group; ++i) {
-          const int64_t e = g * kInt4Group + i;
-          const int32_t q = (row[e / 2] >> (4 * (e % 2))) & 0xf;
-          out[e] = std::fma(static_cast<float>(q), scale, min);
-        }
+    case KvPrecision::kInt4: {
+      // Per channel: pair c of the head; per token: pair e / group of the row.
+      const int64_t group = l.channel_scales ? 1 : kInt4Group;
+      for (int64_t e = 0; e < hd; ++e) {
+        const float scale = f16_to_f32(read_u16(scales + 4 * (e / group)));
+        const float min = f16_to_f32(read_u16(scales + 4 * (e / group) + 2));
+        const int32_t q = (row[e / 2] >> (4 * (e % 2))) & 0xf;
+        out[e] = std::fma(static_cast<float>(q), scale, min);
       }
       return;
+    }
   }
 }
 

@@ -13,12 +13,18 @@
 //   int8   int8 codes [kvh][bs][hd], then float scale [kvh][bs];
 //          x = code * scale, scale = amax / 127, code = round-half-even(x / scale) in [-127, 127]
 //   int4   uint8 [kvh][bs][hd / 2], element 2i in the low nibble and 2i+1 in the high one, then
-//          fp16 (scale, min) pairs [kvh][bs][hd / kInt4Group]; x = code * scale + min with
-//          code in [0, 15], scale = (max - min) / 15 over the group (asymmetric: keys and values
-//          are not centred on zero)
+//          fp16 (scale, min) pairs; x = code * scale + min with code in [0, 15] and
+//          scale = (max - min) / 15 over the pair's elements (asymmetric: keys and values are
+//          not centred on zero). Values, and keys by default: a pair per group of kInt4Group
+//          elements of a token's row, [kvh][bs][hd / kInt4Group]. Keys of a cache laid out with
+//          Int4Keys::kPerChannel (kv_quant's int4_keys = "channel"): a pair per channel over
+//          the block's tokens, [kvh][hd] (KIVI: a few channels of every key carry most of its
+//          magnitude, so per-token groups spend their 16 levels on those channels).
 //
-// Every scale covers one token's row (one head), so writing a token never touches another
-// token's codes: quantized blocks are written token by token like full-precision ones.
+// Every other scale covers one token's row (one head), so writing a token never touches
+// another token's codes: those blocks are written token by token like full-precision ones.
+// Per-channel int4 keys are written a block at a time (store_block), from full-precision
+// blocks whose every token is computed.
 //
 // Block-table entries carry the block's precision in their top bits, so a kernel needs nothing
 // but the table to read a sequence whose blocks mix precisions:
@@ -32,7 +38,7 @@
 
 namespace optimate::kv {
 
-inline constexpr int64_t kInt4Group = 64;   // int4 elements per (scale, min) pair
+inline constexpr int64_t kInt4Group = 64;   // int4 elements of a token's row per (scale, min) pair
 inline constexpr int kEntryCodeShift = 28;
 inline constexpr int32_t kEntrySlotMask = (int32_t{1} << kEntryCodeShift) - 1;
 
@@ -43,33 +49,47 @@ inline int32_t make_entry(int32_t code, int32_t slot) { return (code << kEntryCo
 inline int32_t entry_slot(int32_t entry) { return entry & kEntrySlotMask; }
 inline int32_t entry_code(int32_t entry) { return entry >> kEntryCodeShift; }
 
-// A full-precision block turned quantized in place: the same first slot, a new precision code.
+// A full-precision block turned quantized: its values read from from_entry's slot, written at
+// to_entry's precision into to_entry's slot (the same slot, or a free one of another page).
 struct RequantizeOp {
   int32_t from_entry = 0;
   int32_t to_entry = 0;
 };
 
-// The byte layout of one block's K (or V) values at one precision.
+// How an int4 block's keys are scaled: per token (groups of kInt4Group of a row, written token
+// by token) or per channel over the block (written whole). Values are always per token.
+enum class Int4Keys : uint8_t { kPerToken, kPerChannel };
+
+// The byte layout of one block's K or V values at one precision.
 struct BlockLayout {
   KvPrecision precision = KvPrecision::kF32;
   int64_t num_kv_heads = 0;
   int64_t block_size = 0;
   int64_t head_dim = 0;
+  bool channel_scales = false;  // int4 keys scaled per channel (Int4Keys::kPerChannel)
   int64_t row_bytes = 0;    // codes of one token's head row
   int64_t scale_offset = 0; // where the scales start (= kvh * bs * row_bytes)
-  int64_t scale_bytes = 0;  // scales of one token's head row
+  int64_t scale_bytes = 0;  // scales of one token's head row (channel_scales: of one head)
   int64_t total_bytes = 0;  // the whole block (one of K or V)
 
-  BlockLayout(KvPrecision precision, int64_t num_kv_heads, int64_t block_size, int64_t head_dim);
-  // Byte offset of head h, token t's codes and scales inside the block.
+  // A block of values, or of keys scaled as `keys` says (which matters for int4 alone).
+  BlockLayout(KvPrecision precision, int64_t num_kv_heads, int64_t block_size, int64_t head_dim,
+              Int4Keys keys = Int4Keys::kPerToken);
+  // Byte offset of head h, token t's codes and scales inside the block (channel_scales: the
+  // head's (scale, min) pairs, one per channel, whatever the token).
   int64_t row_offset(int64_t head, int64_t token) const { return (head * block_size + token) * row_bytes; }
   int64_t scale_row_offset(int64_t head, int64_t token) const {
-    return scale_offset + (head * block_size + token) * scale_bytes;
+    return scale_offset + (channel_scales ? head : head * block_size + token) * scale_bytes;
   }
+  // Whether a token's row can be written alone (store_row), or only the whole block.
+  bool row_writable() const { return !channel_scales; }
 };
 
 // Writes one token's head row `x` (head_dim floats) into a block at `layout`'s precision.
+// Error(kInternal) for a layout that is written a block at a time (channel_scales).
 void store_row(const BlockLayout& layout, uint8_t* block, int64_t head, int64_t token, const float* x);
+// Writes a whole block: rows [num_kv_heads][block_size][head_dim] floats.
+void store_block(const BlockLayout& layout, uint8_t* block, const float* rows);
 // Reads it back as floats (exactly what the GPU kernels compute before the dot products).
 void load_row(const BlockLayout& layout, const uint8_t* block, int64_t head, int64_t token, float* out);
 

@@ -30,17 +30,23 @@ int64_t KvLayout::slots_for(KvPrecision p) const {
          finest ? std::string(", finest ") + kv_precision_name(*finest) : std::string());
   if (!finest) return 1;
   if (is_full_precision(p)) return page_slots;
-  return kv_precision_bits(p) == 4 ? 1 : page_slots / 2;
+  // An 8-bit block takes half a page; an int4 block a quarter (pages of 4) or a third (of 6).
+  return kv_precision_bits(p) == 4 ? page_slots / (page_slots == 6 ? 3 : 4) : page_slots / 2;
 }
 
 KvLayout plan_kv_layout(KvPrecision full, KvPrecision base, std::optional<KvPrecision> finest,
-                        int64_t kvh, int64_t bs, int64_t hd) {
+                        int64_t kvh, int64_t bs, int64_t hd, Int4Keys int4_keys) {
   if (!is_full_precision(full))
     fail(ErrorCode::kInternal, "a runner's own KV precision must be f32 or bf16, not {}", kv_precision_name(full));
+  if (int4_keys == Int4Keys::kPerChannel && finest != KvPrecision::kInt4)
+    fail(ErrorCode::kInvalidArgument, "int4 keys scaled per channel need kv_quant with bits = 4");
   KvLayout l;
   l.full = full;
   l.base = base;
-  auto bytes = [&](KvPrecision p) { return BlockLayout(p, kvh, bs, hd).total_bytes; };
+  l.int4_keys = int4_keys;
+  auto bytes = [&](KvPrecision p) {
+    return std::max(BlockLayout(p, kvh, bs, hd).total_bytes, BlockLayout(p, kvh, bs, hd, int4_keys).total_bytes);
+  };
   if (!finest) {
     l.slot_bytes = round_up(bytes(base), kSlotAlign);
     return l;
@@ -52,12 +58,33 @@ KvLayout plan_kv_layout(KvPrecision full, KvPrecision base, std::optional<KvPrec
     fail(ErrorCode::kInvalidArgument, "kv_quant starts from full-precision blocks: use kv-cache-dtype "
          "auto, f32 or bf16 with it, not {}", kv_precision_name(base));
   l.finest = finest;
-  l.page_slots = kv_precision_bits(*finest) == 4 ? 4 : 2;
-  int64_t slot = std::max(ceil_div(bytes(full), l.page_slots), bytes(*finest));
-  if (l.page_slots == 4) slot = std::max({slot, ceil_div(bytes(KvPrecision::kInt8), 2), ceil_div(bytes(KvPrecision::kFP8), 2)});
+  l.page_slots = kv_precision_bits(*finest) == 8 ? 2 : int4_keys == Int4Keys::kPerChannel ? 6 : 4;
+  int64_t slot = ceil_div(bytes(full), l.page_slots);
+  for (KvPrecision p : {KvPrecision::kFP8, KvPrecision::kInt8, KvPrecision::kInt4})
+    if (l.holds(p)) slot = std::max(slot, ceil_div(bytes(p), l.slots_for(p)));
   l.slot_bytes = round_up(slot, kSlotAlign);
   return l;
 }
+
+KvBlockFormats::KvBlockFormats(const KvLayout& layout, int64_t kvh, int64_t bs, int64_t hd) {
+  for (KvPrecision p : {layout.full, KvPrecision::kFP8, KvPrecision::kInt8, KvPrecision::kInt4}) {
+    if (!layout.holds(p)) continue;
+    k[precision_code(p)].emplace(p, kvh, bs, hd, layout.int4_keys);
+    v[precision_code(p)].emplace(p, kvh, bs, hd);
+  }
+}
+
+namespace {
+const BlockLayout& format_of(const std::array<std::optional<BlockLayout>, 4>& formats, int32_t entry) {
+  const int32_t code = entry_code(entry);
+  if (code < 0 || code >= 4 || !formats[code])
+    fail(ErrorCode::kInvalidArgument, "KV entry {:#x} names a precision this cache does not hold", entry);
+  return *formats[code];
+}
+}  // namespace
+
+const BlockLayout& KvBlockFormats::key(int32_t entry) const { return format_of(k, entry); }
+const BlockLayout& KvBlockFormats::value(int32_t entry) const { return format_of(v, entry); }
 
 int64_t num_slots_for_memory(int64_t bytes, int64_t num_layers, const KvLayout& layout) {
   const int64_t per_slot = 2 * num_layers * layout.slot_bytes;

@@ -16,6 +16,12 @@ kv::KvPrecision bits_precision(const std::string& bits) {
   fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.bits must be 8, 4 or \"fp8\", got '{}'", bits);
 }
 
+kv::Int4Keys int4_keys_of(const std::string& text) {
+  if (text == "token") return kv::Int4Keys::kPerToken;
+  if (text == "channel") return kv::Int4Keys::kPerChannel;
+  fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.int4_keys must be \"token\" or \"channel\", got '{}'", text);
+}
+
 // `bits` comes as an integer (8, 4) or a string ("fp8").
 kv::KvPrecision read_bits(OptionReader& r) {
   const std::string text = r.get_int_or_string("bits", "8");
@@ -27,6 +33,9 @@ kv::KvPrecision read_bits(OptionReader& r) {
 KvQuantOptions KvQuantOptions::read(OptionReader& r, PriorityOrder order) {
   KvQuantOptions o;
   o.precision = read_bits(r);
+  o.int4_keys = int4_keys_of(r.get_string("int4_keys", "token"));
+  if (o.int4_keys == kv::Int4Keys::kPerChannel && o.precision != kv::KvPrecision::kInt4)
+    fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.int4_keys = \"channel\" needs bits = 4");
   o.activation_threshold = r.get_double("activation_threshold", o.activation_threshold);
   o.deactivation_threshold = r.get_double("deactivation_threshold", std::min(o.deactivation_threshold,
                                                                                o.activation_threshold));
@@ -48,6 +57,14 @@ KvQuantOptions KvQuantOptions::read(OptionReader& r, PriorityOrder order) {
   if (o.keep_recent_tokens < 0 || o.keep_first_tokens < 0 || o.max_blocks_per_step < 1)
     fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant: keep_recent_tokens and keep_first_tokens must "
          "be >= 0 and max_blocks_per_step >= 1");
+  o.protect_priority = r.get_bool("protect_priority", o.protect_priority);
+  for (auto [key, value] : {std::pair{"quality_fp8", &o.quality_fp8}, std::pair{"quality_int8", &o.quality_int8},
+                            std::pair{"quality_int4", &o.quality_int4}}) {
+    *value = r.get_double(key, *value);
+    if (!(*value >= 0.0 && *value < 10.0))
+      fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.{} is a perplexity change (0.01 = +1%) in [0, 10), "
+           "got {}", key, *value);
+  }
   return o;
 }
 
@@ -58,6 +75,14 @@ std::optional<kv::KvPrecision> kv_quant_layout_precision(const OptimizerSpec& sp
   if (auto* i = std::get_if<int64_t>(&it->second)) return bits_precision(std::to_string(*i));
   if (auto* s = std::get_if<std::string>(&it->second)) return bits_precision(*s);
   fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.bits must be 8, 4 or \"fp8\"");
+}
+
+kv::Int4Keys kv_quant_int4_keys(const OptimizerSpec& spec) {
+  if (spec.name != "kv_quant") return kv::Int4Keys::kPerToken;
+  auto it = spec.options.find("int4_keys");
+  if (it == spec.options.end()) return kv::Int4Keys::kPerToken;
+  if (auto* text = std::get_if<std::string>(&it->second)) return int4_keys_of(*text);
+  fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.int4_keys must be \"token\" or \"channel\"");
 }
 
 void KvQuantPolicy::observe(const SchedulerView& view) {
@@ -79,6 +104,15 @@ bool KvQuantPolicy::eligible(const RequestView& r) const {
   return !(options_.priority_aware && r.priority >= options_.full_precision_min_priority);
 }
 
+bool KvQuantPolicy::room_serves_priority(const SchedulerView& view) const {
+  if (!options_.priority_aware || !options_.protect_priority) return true;
+  const auto important = [&](const RequestView& r) { return !eligible(r); };
+  if (std::none_of(view.running.begin(), view.running.end(), important)) return true;
+  if (std::any_of(view.waiting.begin(), view.waiting.end(), important)) return true;
+  // The running sequences' next blocks: one each at most before the next step.
+  return view.kv.num_free_blocks < static_cast<int64_t>(view.running.size());
+}
+
 std::optional<kv::KvPrecision> KvQuantPolicy::quantize_to(const SchedulerView& view) {
   observe(view);
   if (view.knobs.kv_quant_precision) return view.knobs.kv_quant_precision;
@@ -86,17 +120,47 @@ std::optional<kv::KvPrecision> KvQuantPolicy::quantize_to(const SchedulerView& v
   return std::nullopt;
 }
 
-kv::KvPrecision KvQuantPolicy::precision_for(const SchedulerView& view, const RequestView& request) {
-  const auto precision = quantize_to(view);
-  if (!precision || !eligible(request)) return view.kv.default_precision;
-  ++quantized_allocations_;
-  return *precision;
+kv::KvPrecision KvQuantPolicy::precision_for(const SchedulerView& view, const RequestView&) {
+  if (!view.kv.finest_precision)
+    fail(ErrorCode::kInvalidArgument, "kv_quant needs a KV cache laid out for quantized blocks: restart with "
+         "the optimizer configured (its `bits` sets the finest precision the cache holds)");
+  // A new block holds the sequence's newest tokens, which are never stored quantized: it is
+  // requantized once it is full and has left the keep_recent_tokens window.
+  return view.kv.default_precision;
+}
+
+double KvQuantPolicy::quality_estimate(const KvView& kv) const {
+  int64_t total = 0;
+  for (int64_t n : kv.used_blocks_by_code) total += n;
+  if (total == 0) return 0.0;
+  const double cost[4] = {0.0, options_.quality_fp8, options_.quality_int8, options_.quality_int4};
+  double sum = 0.0;
+  for (size_t code = 1; code < 4; ++code) sum += cost[code] * static_cast<double>(kv.used_blocks_by_code[code]);
+  return sum / static_cast<double>(total);
 }
 
 std::vector<RequantizeOrder> KvQuantPolicy::requantize(const SchedulerView& view) {
   std::vector<RequantizeOrder> orders;
+  quality_estimate_ = quality_estimate(view.kv);
   const auto precision = quantize_to(view);
-  if (!precision) return orders;
+  if (!precision || !view.kv.finest_precision) return orders;
+  if (!room_serves_priority(view)) {
+    ++held_for_priority_;
+    return orders;
+  }
+  orders = requantize_orders(view, *precision);
+  // The mix once these orders are applied (each asks for full blocks that are there to take).
+  KvView after = view.kv;
+  for (const RequantizeOrder& o : orders) {
+    after.used_blocks_by_code[0] -= o.max_blocks;
+    after.used_blocks_by_code[kv::precision_code(o.precision)] += o.max_blocks;
+  }
+  quality_estimate_ = quality_estimate(after);
+  return orders;
+}
+
+std::vector<RequantizeOrder> KvQuantPolicy::requantize_orders(const SchedulerView& view, kv::KvPrecision precision) {
+  std::vector<RequantizeOrder> orders;
   const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
   const int64_t first = (options_.keep_first_tokens + bs - 1) / bs;
   std::vector<const RequestView*> candidates;
@@ -110,15 +174,18 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize(const SchedulerView& view
   int64_t left = options_.max_blocks_per_step;
   for (const RequestView* r : candidates) {
     if (left <= 0) break;
-    // Whole blocks written, minus the newest keep_recent_tokens.
+    // Whole blocks written, minus those holding any of the newest keep_recent_tokens.
     const int64_t end = std::max<int64_t>(0, r->num_computed_tokens - options_.keep_recent_tokens) / bs;
     if (end <= first) continue;
-    const int64_t n = std::min(left, std::min(end - first, r->num_full_blocks));
-    orders.push_back({r->seq_id, first, end - first, *precision, n});
+    // Blocks outside [first, end) are never quantized: the full ones inside are the rest.
+    const int64_t outside = std::min(first, r->num_blocks) + std::max<int64_t>(0, r->num_blocks - end);
+    const int64_t n = std::min(left, std::min(end - first, r->num_full_blocks - outside));
+    if (n <= 0) continue;
+    orders.push_back({r->seq_id, first, end - first, precision, n});
     left -= n;
     requantize_orders_ += n;
     spdlog::debug("kv_quant: requantize up to {} blocks of '{}' (priority {}) to {}: KV cache {:.1f}% used",
-                  n, r->request_id, r->priority, kv::kv_precision_name(*precision),
+                  n, r->request_id, r->priority, kv::kv_precision_name(precision),
                   100 * view.kv.usage());
   }
   return orders;
@@ -127,8 +194,9 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize(const SchedulerView& view
 std::vector<PolicyCounter> KvQuantPolicy::counters() const {
   return {{"active", active_ ? 1.0 : 0.0},
           {"activations", static_cast<double>(activations_)},
-          {"quantized_allocations", static_cast<double>(quantized_allocations_)},
-          {"requantize_orders", static_cast<double>(requantize_orders_)}};
+          {"requantize_orders", static_cast<double>(requantize_orders_)},
+          {"held_for_priority", static_cast<double>(held_for_priority_)},
+          {"quality_estimate", quality_estimate_}};
 }
 
 }  // namespace optimate::optim

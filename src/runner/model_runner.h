@@ -25,7 +25,8 @@ class ModelRunner {
   // config().vocab_size floats per row: one row per slice with want_logits (token_ids.size()
   // rows for one with all_logits), in slice order.
   virtual void forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
-  // Requantizes blocks in place before the next forward (the kv_quant optimizer). Runners whose
+  // Requantizes blocks before the next forward (the kv_quant optimizer), each from its slot into
+  // the op's (the same slot or a free one of another page; kv/kv_format.h). Runners whose
   // layout holds only one precision (kv_shape().layout.dynamic() false) never get ops.
   virtual void requantize(std::span<const RequantizeOp> ops) = 0;
   // Copies blocks between the device arenas and the host tier, after requantize and before the

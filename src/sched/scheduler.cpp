@@ -102,6 +102,9 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
   view.kv = {kv_.pool().num_blocks(), kv_.pool().num_free_blocks(), kv_.block_size(),
              config_.kv_layout.base, kv_.pool().usage()};
   view.kv.prefix_caching = config_.enable_prefix_caching;
+  view.kv.finest_precision = config_.kv_layout.finest;
+  for (const auto& [precision, blocks] : kv_.pool().live_blocks())
+    view.kv.used_blocks_by_code[kv::precision_code(precision)] += blocks;
   if (kv_.host().has_swap()) {
     view.kv.num_host_blocks = kv_.host().num_swap_blocks();
     view.kv.num_host_free_blocks = kv_.host().num_free_swap_blocks();

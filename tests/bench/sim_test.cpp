@@ -41,6 +41,38 @@ TEST(CostModel, DecodeIsBandwidthBoundAndLargePrefillComputeBound) {
   EXPECT_LT(model.step_cost(batch).seconds, 2.0 * decode.seconds);
 }
 
+// A context read from quantized blocks costs its bytes at the quantized efficiency: int8
+// blocks hold half the bytes and are read at 0.55 / 0.85 of bf16's rate (the H200 profile).
+TEST(CostModel, QuantizedContextBytesAreReadAtTheirOwnEfficiency) {
+  const CostModel model(load_cost_profile(kProfile));
+  const CostProfile& p = model.profile();
+  ASSERT_DOUBLE_EQ(p.quantized_attention_bandwidth_efficiency, 0.55);
+  const double bf16 = model.kv_bytes_per_token() * 8192;
+  SeqWork full{1, 8192};
+  SeqWork quantized{1, 8192};
+  quantized.full_context_bytes = 0.0;
+  quantized.quantized_context_bytes = bf16 / 2;
+  const double bw = p.memory_bandwidth_bytes_per_s;
+  const double saved = model.step_cost({full}).seconds - model.step_cost({quantized}).seconds;
+  EXPECT_NEAR(saved, bf16 / (bw * p.attention_bandwidth_efficiency) - bf16 / 2 / (bw * 0.55), 1e-9);
+}
+
+// kv_quant gets the dynamic cache of the same memory: pages of 2 slots for int8, of 4 for int4
+// (per-token keys), as many full-precision blocks give or take the slot rounding.
+TEST(Sim, KvQuantGetsADynamicCacheOfTheSameMemory) {
+  const CostProfile p = load_cost_profile(kProfile);
+  const kv::KvLayout fixed = SimModelRunner::plan_layout(p);
+  EXPECT_FALSE(fixed.dynamic());
+  EXPECT_EQ(SimModelRunner::num_slots(p, fixed), p.num_kv_blocks);
+  for (kv::KvPrecision finest : {kv::KvPrecision::kInt8, kv::KvPrecision::kInt4}) {
+    const kv::KvLayout l = SimModelRunner::plan_layout(p, finest);
+    ASSERT_TRUE(l.dynamic());
+    const int64_t pages = SimModelRunner::num_slots(p, l) / l.page_slots;
+    EXPECT_LE(pages, p.num_kv_blocks);
+    EXPECT_GE(pages, p.num_kv_blocks * 0.88);  // int4's pages are 12.5% over a bf16 block
+  }
+}
+
 Workload small_workload(ArrivalKind kind) {
   WorkloadSpec spec;
   spec.name = "sim";

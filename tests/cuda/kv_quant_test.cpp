@@ -140,8 +140,9 @@ TEST(KvCacheWrite, FusedGemvEpilogueQuantizesAsStoreRow) {
   }
 }
 
-// Full bf16 blocks of two layers turned into fp8, int8 and int4 blocks at the same slot: the
-// quantized block's bytes are store_row's over the bf16 values, and nothing else changes.
+// Full bf16 blocks of two layers turned into fp8, int8 and int4 blocks at the same slot, and one
+// into an int8 block in another page: the quantized block's bytes are store_row's over the bf16
+// values, and nothing else changes.
 // The scratch holds three (block, layer, K/V) units, so several batches run.
 TEST(KvRequantize, BlocksBecomeStoreRowOfTheirBf16Values) {
   OPTIMATE_REQUIRE_GPU();
@@ -182,12 +183,28 @@ TEST(KvRequantize, BlocksBecomeStoreRowOfTheirBf16Values) {
         std::memcpy(block, quantized.data(), quantized.size());
       }
     }
+    // The fifth block moves: its int8 bytes land in the unused sixth page, its bf16 bytes stay.
+    const int32_t moved = 5 * static_cast<int32_t>(c.layout.page_slots) + 1;
+    ops.push_back(full[4]);
+    ops.push_back(kv::make_entry(kv::precision_code(KvPrecision::kInt8), moved));
+    const kv::BlockLayout q8(KvPrecision::kInt8, hkv, bs, D);
+    for (int64_t a = 0; a < 2 * L; ++a) {
+      const uint8_t* src = want.data() + a * arena_bytes + kv::entry_slot(full[4]) * c.layout.slot_bytes;
+      uint8_t* dst = want.data() + a * arena_bytes + moved * c.layout.slot_bytes;
+      std::vector<uint8_t> quantized(static_cast<size_t>(q8.total_bytes));
+      for (int64_t h = 0; h < hkv; ++h)
+        for (int64_t t = 0; t < bs; ++t) {
+          kv::load_row(bf16, src, h, t, row.data());
+          kv::store_row(q8, quantized.data(), h, t, row.data());
+        }
+      std::memcpy(dst, quantized.data(), quantized.size());
+    }
     auto d_arenas = upload(host);
     auto d_ops = upload(ops);
     const KvRequantizeShape shape{d_arenas.get(), c.num_slots(), c.layout.slot_bytes, L, hkv, bs, D};
     const int64_t unit = kv_requantize_scratch_bytes(shape, 1) / (2 * L);
     DeviceBuffer<uint8_t> scratch(3 * unit);
-    kv_requantize(shape, d_ops.get(), static_cast<int64_t>(to.size()), scratch.get(), 3 * unit, nullptr);
+    kv_requantize(shape, d_ops.get(), static_cast<int64_t>(ops.size() / 2), scratch.get(), 3 * unit, nullptr);
     expect_bytes_equal(download(d_arenas.get(), host.size()), want, "requantize head dim " + std::to_string(D));
   }
 }

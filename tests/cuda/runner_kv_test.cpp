@@ -195,7 +195,7 @@ TEST(DynamicKvCache, BadRequantizeOpsAreRefused) {
   const int32_t bf16_4 = kv::make_entry(0, 4), int8_4 = kv::make_entry(2, 4);
   const std::vector<std::vector<RequantizeOp>> bad = {
       {{int8_4, int8_4}},                      // not from a bf16 block
-      {{bf16_4, kv::make_entry(2, 6)}},        // another slot
+      {{bf16_4, int8_4}, {kv::make_entry(0, 6), int8_4}},  // into a slot another op takes
       {{bf16_4, kv::make_entry(3, 4)}},        // int4: finer than the layout holds
       {{bf16_4, int8_4}, {bf16_4, int8_4}},    // the same block twice
       {{kv::make_entry(0, 200), kv::make_entry(2, 200)}},  // outside the cache
@@ -228,6 +228,15 @@ TEST(KvCacheOptions, LayoutErrorsAreClear) {
   try {
     CudaModelRunner runner(make_dummy_weights(c, 1), f32);
     FAIL() << "f32 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
+  }
+  CudaRunnerOptions channel = small_options();  // int4 keys scaled per channel: not built here
+  channel.kv_finest_precision = KvPrecision::kInt4;
+  channel.kv_int4_keys = kv::Int4Keys::kPerChannel;
+  try {
+    CudaModelRunner runner(make_dummy_weights(c, 1), channel);
+    FAIL() << "per-channel int4 keys accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
   }

@@ -16,32 +16,48 @@ namespace optimate::kv {
 namespace {
 
 // Llama-3-8B's KV shape: the full block is 32 KiB, an int8 one just over 16 KiB.
-KvLayout dynamic(KvPrecision finest) { return plan_kv_layout(KvPrecision::kBF16, KvPrecision::kBF16, finest, 8, 16, 128); }
+KvLayout dynamic(KvPrecision finest, Int4Keys keys = Int4Keys::kPerToken) {
+  return plan_kv_layout(KvPrecision::kBF16, KvPrecision::kBF16, finest, 8, 16, 128, keys);
+}
 
 TEST(BlockPoolPages, LayoutsFitEveryBlockInItsSlots) {
-  for (KvPrecision finest : {KvPrecision::kFP8, KvPrecision::kInt8, KvPrecision::kInt4}) {
-    const KvLayout l = dynamic(finest);
+  for (const KvLayout& l : {dynamic(KvPrecision::kFP8), dynamic(KvPrecision::kInt8), dynamic(KvPrecision::kInt4),
+                            dynamic(KvPrecision::kInt4, Int4Keys::kPerChannel)}) {
+    const KvPrecision finest = *l.finest;
     for (KvPrecision p : {KvPrecision::kBF16, KvPrecision::kFP8, KvPrecision::kInt8, KvPrecision::kInt4}) {
       if (!l.holds(p)) continue;
       EXPECT_GE(l.slots_for(p) * l.slot_bytes, BlockLayout(p, 8, 16, 128).total_bytes)
           << kv_precision_name(finest) << " " << kv_precision_name(p);
+      EXPECT_GE(l.slots_for(p) * l.slot_bytes, BlockLayout(p, 8, 16, 128, l.int4_keys).total_bytes)
+          << kv_precision_name(finest) << " " << kv_precision_name(p) << " keys";
     }
     EXPECT_EQ(l.slot_bytes % 128, 0);
   }
   EXPECT_EQ(dynamic(KvPrecision::kInt8).page_slots, 2);
   EXPECT_EQ(dynamic(KvPrecision::kInt4).page_slots, 4);
+  EXPECT_EQ(dynamic(KvPrecision::kInt4).int4_keys, Int4Keys::kPerToken);
+  // Keys scaled per channel: pages of 6 slots, 3 int4 blocks or 2 8-bit ones.
+  const KvLayout channel = dynamic(KvPrecision::kInt4, Int4Keys::kPerChannel);
+  EXPECT_EQ(channel.page_slots, 6);
+  EXPECT_EQ(channel.slots_for(KvPrecision::kInt4), 2);
+  EXPECT_EQ(channel.slots_for(KvPrecision::kInt8), 3);
+  EXPECT_THROW(dynamic(KvPrecision::kInt8, Int4Keys::kPerChannel), Error);
   EXPECT_FALSE(dynamic(KvPrecision::kInt8).holds(KvPrecision::kInt4));  // would not fit a slot
   // The dynamic layout costs little full-precision capacity.
   const KvLayout fixed = plan_kv_layout(KvPrecision::kBF16, KvPrecision::kBF16, std::nullopt, 8, 16, 128);
-  // int4's pages are sized for four blocks with their fp16 scales: 12.5% over a bf16 block.
+  // int4's pages are sized for four blocks with their fp16 scales (or three with per-channel
+  // key scales): 12.5% over a bf16 block.
   EXPECT_LE(static_cast<double>(dynamic(KvPrecision::kInt8).page_slots * dynamic(KvPrecision::kInt8).slot_bytes) /
                 fixed.slot_bytes, 1.04);
   EXPECT_LE(static_cast<double>(dynamic(KvPrecision::kInt4).page_slots * dynamic(KvPrecision::kInt4).slot_bytes) /
                 fixed.slot_bytes, 1.125);
+  EXPECT_LE(static_cast<double>(channel.page_slots * channel.slot_bytes) / fixed.slot_bytes, 1.125);
 }
 
 TEST(BlockPoolPages, RequantizingFreesWhatTheArithmeticSays) {
-  // int8: 4 pages of 2 slots. Each full block requantized frees one int8 block.
+  // int8: 4 pages of 2 slots. Each full block requantized frees one int8 block: the first of
+  // a pair stays at its slot and frees the other half of its page, the second moves into that
+  // half and frees its whole page, where a full-precision block fits again.
   BlockPool pool(dynamic(KvPrecision::kInt8), 8, 16, false);
   auto full = pool.allocate(4, KvPrecision::kBF16);
   ASSERT_EQ(full.size(), 4u);
@@ -49,9 +65,11 @@ TEST(BlockPoolPages, RequantizingFreesWhatTheArithmeticSays) {
   EXPECT_TRUE(pool.allocate(1, KvPrecision::kInt8).empty());
   for (int i = 0; i < 4; ++i) {
     const int32_t q = pool.requantize(full[i], KvPrecision::kInt8);
-    EXPECT_EQ(entry_slot(q), entry_slot(full[i]));
+    if (i % 2 == 0) EXPECT_EQ(entry_slot(q), entry_slot(full[i]));
+    else EXPECT_EQ(entry_slot(q), entry_slot(full[i - 1]) + 1);
     EXPECT_EQ(pool.precision(q), KvPrecision::kInt8);
     EXPECT_EQ(pool.num_free_blocks(KvPrecision::kInt8), i + 1);
+    EXPECT_EQ(pool.num_free_blocks(KvPrecision::kBF16), (i + 1) / 2);
     full[i] = q;
   }
   EXPECT_DOUBLE_EQ(pool.usage(), 0.5);
@@ -73,6 +91,14 @@ TEST(BlockPoolPages, RequantizingFreesWhatTheArithmeticSays) {
   EXPECT_EQ(p4.num_free_blocks(KvPrecision::kInt8), 1);
   EXPECT_EQ(p4.num_free_blocks(KvPrecision::kBF16), 0);
   EXPECT_DOUBLE_EQ(p4.usage(), (1.0 + 2.0 + 4.0) / 12.0);
+  // With per-channel int4 keys, 3 pages of 6 slots: a block requantized to int4 frees 2 more.
+  BlockPool p6(dynamic(KvPrecision::kInt4, Int4Keys::kPerChannel), 18, 16, false);
+  auto g = p6.allocate(3, KvPrecision::kBF16);
+  p6.requantize(g[0], KvPrecision::kInt4);
+  EXPECT_EQ(p6.num_free_blocks(KvPrecision::kInt4), 2);
+  p6.requantize(g[1], KvPrecision::kInt8);
+  EXPECT_EQ(p6.num_free_blocks(KvPrecision::kInt8), 1);
+  EXPECT_DOUBLE_EQ(p6.usage(), (2.0 + 3.0 + 6.0) / 18.0);
   // Shared, free or already quantized blocks are refused.
   p4.touch(std::span(f).subspan(2, 1));
   EXPECT_THROW(p4.requantize(f[2], KvPrecision::kInt4), Error);

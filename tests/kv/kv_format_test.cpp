@@ -83,6 +83,55 @@ TEST(KvFormat, RoundTripsStayWithinTheQuantizationStep) {
   }
 }
 
+// int4 keys of a block made whole: a (scale, min) pair per channel over the block's tokens.
+// A channel whose every token is large (the outlier channels real keys have) costs the other
+// channels nothing, where a token's group of 64 spends its 16 levels on it.
+TEST(KvFormat, Int4KeysPerChannelAreWrittenWholeAndKeepSmallChannelsExact) {
+  const int64_t kvh = 2, bs = 16, hd = 64;
+  const BlockLayout keys(KvPrecision::kInt4, kvh, bs, hd, Int4Keys::kPerChannel);
+  const BlockLayout rows(KvPrecision::kInt4, kvh, bs, hd);
+  EXPECT_TRUE(keys.channel_scales);
+  EXPECT_FALSE(keys.row_writable());
+  EXPECT_TRUE(rows.row_writable());
+  EXPECT_EQ(keys.row_bytes, hd / 2);
+  EXPECT_EQ(keys.total_bytes, kvh * bs * hd / 2 + kvh * hd * 4);
+  std::mt19937 rng(3);
+  std::vector<float> x = random_row(rng, kvh * bs * hd, 1.0f);
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t t = 0; t < bs; ++t) x[(h * bs + t) * hd + 5] += 40.0f;  // an outlier channel
+  std::vector<uint8_t> a(keys.total_bytes), b(rows.total_bytes);
+  store_block(keys, a.data(), x.data());
+  store_block(rows, b.data(), x.data());
+  EXPECT_THROW(store_row(keys, a.data(), 0, 0, x.data()), Error);
+  double err_channel = 0, err_token = 0;
+  std::vector<float> out(hd);
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t t = 0; t < bs; ++t) {
+      const float* xr = x.data() + (h * bs + t) * hd;
+      load_row(keys, a.data(), h, t, out.data());
+      for (int64_t c = 0; c < hd; ++c) {
+        float lo = INFINITY, hi = -INFINITY;
+        for (int64_t u = 0; u < bs; ++u) {
+          lo = std::min(lo, x[(h * bs + u) * hd + c]);
+          hi = std::max(hi, x[(h * bs + u) * hd + c]);
+        }
+        // Half a step of the channel's range, plus fp16 rounding of its scale and min.
+        EXPECT_LE(std::fabs(out[c] - xr[c]), (hi - lo) / 15.0f * 0.5f * 1.02f + std::fabs(lo) * 1e-3f)
+            << "head " << h << " token " << t << " channel " << c;
+        if (c != 5) err_channel += std::fabs(out[c] - xr[c]);
+      }
+      load_row(rows, b.data(), h, t, out.data());
+      for (int64_t c = 0; c < hd; ++c)
+        if (c != 5) err_token += std::fabs(out[c] - xr[c]);
+    }
+  EXPECT_LT(err_channel * 4, err_token);
+  // Values and per-token keys are written row by row; store_block writes the same bytes.
+  std::vector<uint8_t> c(rows.total_bytes);
+  for (int64_t h = 0; h < kvh; ++h)
+    for (int64_t t = 0; t < bs; ++t) store_row(rows, c.data(), h, t, x.data() + (h * bs + t) * hd);
+  EXPECT_EQ(b, c);
+}
+
 TEST(KvFormat, QuantizedBlocksHoldMoreTokensInTheSameBytes) {
   // Llama-3-8B's shape: 8 KV heads of 128, blocks of 16 tokens; scales included.
   const double bf16 = BlockLayout(KvPrecision::kBF16, 8, 16, 128).total_bytes;

@@ -232,19 +232,24 @@ TEST(AdaptiveController, KvQuantFollowsTheControllersLevelAndItsOwnThresholdsWit
   view.kv.num_free_blocks = 5;
   view.kv.block_size = 16;
   view.kv.used = 0.95;
+  view.kv.default_precision = kv::KvPrecision::kF32;
+  view.kv.finest_precision = kv::KvPrecision::kInt4;
+  const std::vector<RequestView> waiting = {high};  // an important request waits for room
+  view.waiting = waiting;
   EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kF32);
   EXPECT_TRUE(policy.requantize(view).empty());
   view.now_ns = 2;
   view.knobs.kv_quant_precision = kv::KvPrecision::kInt8;
-  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kInt8);
-  EXPECT_EQ(policy.precision_for(view, high), kv::KvPrecision::kF32);  // priority_aware
+  // New blocks stay full precision whatever the level; written ones of eligible requests are
+  // requantized to it.
+  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kF32);
   const auto orders = policy.requantize(view);
   ASSERT_EQ(orders.size(), 1u);
-  EXPECT_EQ(orders[0].seq_id, 1);
+  EXPECT_EQ(orders[0].seq_id, 1);  // priority_aware: not the important one
   EXPECT_EQ(orders[0].precision, kv::KvPrecision::kInt8);
   view.now_ns = 3;
   view.knobs.kv_quant_precision.reset();
-  EXPECT_EQ(policy.precision_for(view, low), kv::KvPrecision::kF32);
+  EXPECT_TRUE(policy.requantize(view).empty());
 }
 
 TEST(AdaptiveController, BatchHoldFollowsTheArrivalRateAndIsOffAtLowRate) {

@@ -172,7 +172,7 @@ kv::KvLayout CpuModelRunner::plan_layout(const ModelConfig& config, const CpuRun
   const kv::KvPrecision full =
       options.kv_precision == kv::KvPrecision::kBF16 ? kv::KvPrecision::kBF16 : kv::KvPrecision::kF32;
   return kv::plan_kv_layout(full, options.kv_precision, options.kv_finest, config.num_kv_heads,
-                            options.block_size, config.head_dim);
+                            options.block_size, config.head_dim, options.kv_int4_keys);
 }
 
 KvArenas CpuModelRunner::arenas(int64_t layer) const {
@@ -181,9 +181,10 @@ KvArenas CpuModelRunner::arenas(int64_t layer) const {
 
 void CpuModelRunner::requantize(std::span<const RequantizeOp> ops) {
   for (const RequantizeOp& op : ops) {
-    if (kv::entry_slot(op.from_entry) >= kv_shape_.num_blocks)
-      fail(ErrorCode::kInvalidArgument, "requantize: slot {} outside the cache of {}",
-           kv::entry_slot(op.from_entry), kv_shape_.num_blocks);
+    for (const int32_t e : {op.from_entry, op.to_entry})
+      if (e < 0 || kv::entry_slot(e) >= kv_shape_.num_blocks)
+        fail(ErrorCode::kInvalidArgument, "requantize: slot {} outside the cache of {}", kv::entry_slot(e),
+             kv_shape_.num_blocks);
     for (int64_t layer = 0; layer < config_.num_layers; ++layer)
       requantize_block(arenas(layer), op.from_entry, op.to_entry, attn_dims_, requantize_rows_);
   }
@@ -211,7 +212,7 @@ void CpuModelRunner::check_batch(const ForwardBatch& batch) const {
         fail(ErrorCode::kInvalidArgument, "batch slice {}: block entry {:#x} outside the cache of {} slots",
              i, e, kv_shape_.num_blocks);
       const int32_t code = kv::entry_code(e);
-      if (code >= 4 || !kv_formats_[code])
+      if (code >= 4 || !kv_formats_.k[code])
         fail(ErrorCode::kInvalidArgument, "batch slice {}: block entry {:#x} names a precision this "
              "cache does not hold", i, e);
     }

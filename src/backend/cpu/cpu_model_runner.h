@@ -49,6 +49,7 @@ struct CpuRunnerOptions {
   // a cache the kv_quant optimizer may requantize, the finest precision it may use.
   kv::KvPrecision kv_precision = kv::KvPrecision::kF32;
   std::optional<kv::KvPrecision> kv_finest;
+  kv::Int4Keys kv_int4_keys = kv::Int4Keys::kPerToken;  // how its int4 blocks scale their keys
   int num_threads = 0;        // 0: OpenMP's default (all cores)
   // Q8_0/Q4_1 matrices stay quantized (a quarter or less of the fp32 bytes per step); false
   // widens every weight to fp32 at load, the reference path.
@@ -158,7 +159,7 @@ class CpuModelRunner final : public ModelRunner {
   // The host tier: [num_layers, 2 (K, V), num_host_slots, slot_bytes], left uninitialized too.
   std::unique_ptr<uint8_t[]> host_cache_;
   double host_link_bytes_per_s_ = 0.0;  // memcpy, measured at construction
-  std::array<std::optional<kv::BlockLayout>, 4> kv_formats_;
+  kv::KvBlockFormats kv_formats_;
   std::vector<float> requantize_rows_;
   Scratch s_;
 

@@ -53,21 +53,6 @@ const float* block_rows(const kv::BlockLayout& f, const uint8_t* block, int64_t 
 
 }  // namespace
 
-std::array<std::optional<kv::BlockLayout>, 4> KvArenas::formats_for(const kv::KvLayout& layout,
-                                                                    const AttentionDims& d) {
-  std::array<std::optional<kv::BlockLayout>, 4> out;
-  for (kv::KvPrecision p : {layout.full, kv::KvPrecision::kFP8, kv::KvPrecision::kInt8, kv::KvPrecision::kInt4})
-    if (layout.holds(p)) out[kv::precision_code(p)].emplace(p, d.num_kv_heads, d.block_size, d.head_dim);
-  return out;
-}
-
-const kv::BlockLayout& KvArenas::format(int32_t entry) const {
-  const int32_t code = kv::entry_code(entry);
-  if (code < 0 || code >= 4 || !formats[code])
-    fail(ErrorCode::kInvalidArgument, "KV entry {:#x} names a precision this cache does not hold", entry);
-  return *formats[code];
-}
-
 void write_kv(const float* k, const float* v, int64_t row_stride, const KvArenas& cache,
               std::span<const AttentionSeq> seqs, const AttentionDims& dims) {
   const int64_t hd = dims.head_dim;
@@ -75,13 +60,14 @@ void write_kv(const float* k, const float* v, int64_t row_stride, const KvArenas
     for (int64_t i = 0; i < seq.num_tokens; ++i) {
       const int64_t pos = seq.start_pos + i;
       const int32_t entry = seq.block_table[pos / dims.block_size];
-      const kv::BlockLayout& f = cache.format(entry);
+      const kv::BlockLayout& kf = cache.k_format(entry);
+      const kv::BlockLayout& vf = cache.v_format(entry);
       const int64_t slot = pos % dims.block_size;
       const float* kr = k + (seq.first_row + i) * row_stride;
       const float* vr = v + (seq.first_row + i) * row_stride;
       for (int64_t h = 0; h < dims.num_kv_heads; ++h) {
-        kv::store_row(f, cache.k_block(entry), h, slot, kr + h * hd);
-        kv::store_row(f, cache.v_block(entry), h, slot, vr + h * hd);
+        kv::store_row(kf, cache.k_block(entry), h, slot, kr + h * hd);
+        kv::store_row(vf, cache.v_block(entry), h, slot, vr + h * hd);
       }
     }
   }
@@ -125,7 +111,7 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
     for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
       const int32_t entry = seq.block_table[j0 / bs];
       const int64_t n = std::min(bs, ctx - j0);
-      const float* kb = block_rows(cache.format(entry), cache.k_block(entry), kvh, n, rows);
+      const float* kb = block_rows(cache.k_format(entry), cache.k_block(entry), kvh, n, rows);
       for (int64_t s = 0; s < n; ++s)
         for (int64_t g = 0; g < group; ++g)
           scores[g * ctx + j0 + s] = dot(qg + g * hd, kb + s * hd, hd) * scale;
@@ -146,7 +132,7 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
     for (int64_t j0 = 0; j0 < ctx; j0 += bs) {
       const int32_t entry = seq.block_table[j0 / bs];
       const int64_t n = std::min(bs, ctx - j0);
-      const float* vb = block_rows(cache.format(entry), cache.v_block(entry), kvh, n, rows);
+      const float* vb = block_rows(cache.v_format(entry), cache.v_block(entry), kvh, n, rows);
       for (int64_t s = 0; s < n; ++s)
         for (int64_t g = 0; g < group; ++g) axpy(scores[g * ctx + j0 + s], vb + s * hd, og + g * hd, hd);
     }
@@ -160,19 +146,16 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
 
 void requantize_block(const KvArenas& cache, int32_t from_entry, int32_t to_entry,
                       const AttentionDims& dims, std::vector<float>& rows) {
-  if (kv::entry_slot(from_entry) != kv::entry_slot(to_entry))
-    fail(ErrorCode::kInvalidArgument, "requantize moves no block: entries {:#x} and {:#x} differ in slot",
-         from_entry, to_entry);
-  const kv::BlockLayout& from = cache.format(from_entry);
-  const kv::BlockLayout& to = cache.format(to_entry);
   const int64_t hd = dims.head_dim, bs = dims.block_size, nkv = dims.num_kv_heads;
   rows.resize(static_cast<size_t>(nkv * bs * hd));
-  for (uint8_t* block : {cache.k_block(from_entry), cache.v_block(from_entry)}) {
-    // Read the whole block before writing: the new bytes overlap the old ones.
+  for (const bool keys : {true, false}) {
+    const kv::BlockLayout& from = keys ? cache.k_format(from_entry) : cache.v_format(from_entry);
+    const kv::BlockLayout& to = keys ? cache.k_format(to_entry) : cache.v_format(to_entry);
+    // Read the whole block before writing: in place, the new bytes overlap the old ones.
+    const uint8_t* src = keys ? cache.k_block(from_entry) : cache.v_block(from_entry);
     for (int64_t h = 0; h < nkv; ++h)
-      for (int64_t t = 0; t < bs; ++t) kv::load_row(from, block, h, t, rows.data() + (h * bs + t) * hd);
-    for (int64_t h = 0; h < nkv; ++h)
-      for (int64_t t = 0; t < bs; ++t) kv::store_row(to, block, h, t, rows.data() + (h * bs + t) * hd);
+      for (int64_t t = 0; t < bs; ++t) kv::load_row(from, src, h, t, rows.data() + (h * bs + t) * hd);
+    kv::store_block(to, keys ? cache.k_block(to_entry) : cache.v_block(to_entry), rows.data());
   }
 }
 

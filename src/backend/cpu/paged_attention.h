@@ -25,17 +25,19 @@ struct AttentionDims {
   int64_t num_blocks = 0;  // slots per arena
 };
 
-// One layer's cache: K and V arenas of slots, and the format of each precision code the layout
-// holds (kv/kv_format.h: code 0 is the layout's full precision).
+// One layer's cache: K and V arenas of slots, and the K and V format of each precision code
+// the layout holds (kv/kv_layout.h).
 struct KvArenas {
   uint8_t* k = nullptr;
   uint8_t* v = nullptr;
   int64_t slot_bytes = 0;
-  std::array<std::optional<kv::BlockLayout>, 4> formats;  // by entry code
+  kv::KvBlockFormats formats;
 
-  static std::array<std::optional<kv::BlockLayout>, 4> formats_for(const kv::KvLayout& layout,
-                                                                   const AttentionDims& dims);
-  const kv::BlockLayout& format(int32_t entry) const;
+  static kv::KvBlockFormats formats_for(const kv::KvLayout& layout, const AttentionDims& dims) {
+    return {layout, dims.num_kv_heads, dims.block_size, dims.head_dim};
+  }
+  const kv::BlockLayout& k_format(int32_t entry) const { return formats.key(entry); }
+  const kv::BlockLayout& v_format(int32_t entry) const { return formats.value(entry); }
   uint8_t* k_block(int32_t entry) const { return k + kv::entry_slot(entry) * slot_bytes; }
   uint8_t* v_block(int32_t entry) const { return v + kv::entry_slot(entry) * slot_bytes; }
 };
@@ -51,7 +53,8 @@ struct AttentionSeq {
 };
 
 // Writes k/v rows ([num_tokens, num_kv_heads * head_dim], row stride `row_stride`) of the
-// sequences' tokens into the layer's cache at their positions, each block at its precision.
+// sequences' tokens into the layer's cache at their positions, each block at its precision
+// (Error(kInternal) for a block written whole only: int4 keys scaled per channel).
 void write_kv(const float* k, const float* v, int64_t row_stride, const KvArenas& cache,
               std::span<const AttentionSeq> seqs, const AttentionDims& dims);
 
@@ -68,8 +71,8 @@ void paged_attention(const float* q, int64_t q_stride, const KvArenas& cache, fl
                      std::span<const AttentionSeq> seqs, const AttentionDims& dims, float scale,
                      CpuThreadPool& pool, AttentionScratch& scratch);
 
-// Rewrites the block of `from_entry` (full precision) at `to_entry`'s precision in place (the
-// same slot), K and V. `rows` is scratch.
+// Rewrites the block of `from_entry` (full precision) at `to_entry`'s precision into
+// `to_entry`'s slot (the same slot, or another one), K and V. `rows` is scratch.
 void requantize_block(const KvArenas& cache, int32_t from_entry, int32_t to_entry,
                       const AttentionDims& dims, std::vector<float>& rows);
 

@@ -53,8 +53,13 @@ kv::KvLayout runner_kv_layout(const ModelConfig& c, const CudaRunnerOptions& o) 
   if (o.kv_cache_dtype == kv::KvPrecision::kF32)
     fail(ErrorCode::kUnsupported, "the CUDA runner keeps KV in bf16, fp8, int8 or int4; kv-cache-dtype f32 "
          "is not supported");
+  // int4 keys scaled per channel (kv/kv_format.h) are read by no kernel here: refused rather
+  // than read as per-token scales.
+  if (o.kv_int4_keys == kv::Int4Keys::kPerChannel)
+    fail(ErrorCode::kUnsupported, "kv_quant's int4_keys = \"channel\" is not built on the CUDA backend; use "
+         "int4_keys = \"token\" (the default) there");
   return kv::plan_kv_layout(kv::KvPrecision::kBF16, o.kv_cache_dtype, o.kv_finest_precision, c.num_kv_heads,
-                            o.block_size, c.head_dim);
+                            o.block_size, c.head_dim, o.kv_int4_keys);
 }
 
 DecodeAttentionShape decode_attention_shape(const ModelConfig& c, const CudaRunnerOptions& o) {

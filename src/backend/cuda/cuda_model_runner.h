@@ -37,6 +37,8 @@ struct CudaRunnerOptions {
   // Set (fp8, int8 or int4) for a dynamic cache: blocks start bf16 (kv_cache_dtype must be
   // bf16) and requantize() turns them into blocks of this precision or a coarser one.
   std::optional<kv::KvPrecision> kv_finest_precision;
+  // How its int4 blocks scale their keys: per token only (per channel is refused).
+  kv::Int4Keys kv_int4_keys = kv::Int4Keys::kPerToken;
   bool cuda_graphs = true;     // capture and replay uniform decode steps per batch bucket
   // Larger decode batches run eagerly: their launch gaps are a small share of a step, and a
   // shrinking batch would otherwise capture a graph for every bucket on its way down.

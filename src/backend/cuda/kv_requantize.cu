@@ -1,4 +1,4 @@
-// In-place requantization of bf16 KV blocks (see the header). A unit is one block's K or V of
+// Requantization of bf16 KV blocks, in place or into a free slot of another page (see the header). A unit is one block's K or V of
 // one layer; units are numbered (op, layer, K/V). Per batch of units that fits the scratch:
 //   quantize: grid (units, rows / 4), 128 threads, a warp per head row: the row's bf16 values
 //             from the arena, quantized as kv::store_row (kv_quant.cuh) into the unit's
@@ -23,14 +23,16 @@ int64_t unit_stride(const KvRequantizeShape& s) {
 
 struct Unit {
   int32_t to_entry;
-  uint8_t* block;  // the block's first byte in its arena
+  const uint8_t* src;  // the bf16 block's first byte in its arena
+  uint8_t* dst;        // where the quantized block goes (the same slot, or another page's)
 };
 
 __device__ __forceinline__ Unit unit_at(const KvRequantizeShape& s, const int32_t* ops, int64_t u) {
   const int64_t op = u / (2 * s.num_layers), rest = u % (2 * s.num_layers);
-  const int32_t to = ops[2 * op + 1];
+  const int32_t from = ops[2 * op], to = ops[2 * op + 1];
   uint8_t* arena = s.arenas + rest * s.num_slots * s.slot_bytes;  // rest = 2 layer + (0 K, 1 V)
-  return {to, arena + static_cast<int64_t>(kv_entry_slot(to)) * s.slot_bytes};
+  return {to, arena + static_cast<int64_t>(kv_entry_slot(from)) * s.slot_bytes,
+          arena + static_cast<int64_t>(kv_entry_slot(to)) * s.slot_bytes};
 }
 
 template <int E>
@@ -44,7 +46,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (r >= kvh * bs) return;
   const int head = r / bs, token = r % bs;
   const Unit unit = unit_at(s, ops, first_unit + blockIdx.x);
-  const auto* src = reinterpret_cast<const __nv_bfloat16*>(unit.block + kv_codes_offset(kKvBf16, bs, D, head, token));
+  const auto* src = reinterpret_cast<const __nv_bfloat16*>(unit.src + kv_codes_offset(kKvBf16, bs, D, head, token));
   float x[E];
 #pragma unroll
   for (int i = 0; i < E; ++i) x[i] = __bfloat162float(src[E * lane + i]);
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(256)
   const int code = kv_entry_code(unit.to_entry), D = static_cast<int>(s.head_dim);
   const int64_t bytes = s.num_kv_heads * s.block_size * (kv_row_bytes(code, D) + kv_scale_bytes(code, D));
   const auto* src = reinterpret_cast<const uint32_t*>(scratch + blockIdx.x * stride);
-  auto* dst = reinterpret_cast<uint32_t*>(unit.block);
+  auto* dst = reinterpret_cast<uint32_t*>(unit.dst);
   for (int64_t i = threadIdx.x; i < bytes / 4; i += blockDim.x) dst[i] = src[i];
 }
 

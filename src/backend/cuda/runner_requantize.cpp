@@ -24,17 +24,19 @@ void CudaModelRunner::requantize(std::span<const RequantizeOp> ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const RequantizeOp& op = ops[i];
     const int to_code = kv_entry_code(op.to_entry);
-    const int32_t slot = kv_entry_slot(op.from_entry);
+    const int32_t slot = kv_entry_slot(op.from_entry), to_slot = kv_entry_slot(op.to_entry);
     if (op.from_entry < 0 || kv_entry_code(op.from_entry) != kKvBf16 || op.to_entry < 0 ||
-        to_code == kKvBf16 || to_code > kKvInt4 || kv_entry_slot(op.to_entry) != slot ||
-        st.limits.kv_block_slots[static_cast<size_t>(to_code)] == 0)
+        to_code == kKvBf16 || to_code > kKvInt4 || st.limits.kv_block_slots[static_cast<size_t>(to_code)] == 0)
       fail(ErrorCode::kInvalidArgument, "requantize op {}: {:#x} -> {:#x} is not a bf16 block turned into a "
-           "block of a precision this cache holds at the same slot", i, static_cast<uint32_t>(op.from_entry),
+           "block of a precision this cache holds", i, static_cast<uint32_t>(op.from_entry),
            static_cast<uint32_t>(op.to_entry));
-    if (slot + layout.page_slots > st.kv_shape.num_blocks || seen[static_cast<size_t>(slot)])
-      fail(ErrorCode::kInvalidArgument, "requantize op {}: slot {} is outside the cache's {} or named twice", i,
-           slot, st.kv_shape.num_blocks);
+    const int64_t to_end = to_slot + st.limits.kv_block_slots[static_cast<size_t>(to_code)];
+    if (slot + layout.page_slots > st.kv_shape.num_blocks || to_end > st.kv_shape.num_blocks ||
+        seen[static_cast<size_t>(slot)] || (to_slot != slot && seen[static_cast<size_t>(to_slot)]))
+      fail(ErrorCode::kInvalidArgument, "requantize op {}: slot {} or {} is outside the cache's {} or named twice",
+           i, slot, to_slot, st.kv_shape.num_blocks);
     seen[static_cast<size_t>(slot)] = true;
+    seen[static_cast<size_t>(to_slot)] = true;
     packed.push_back(op.from_entry);
     packed.push_back(op.to_entry);
   }

@@ -2,6 +2,7 @@
 // engine's metrics, built fresh for each decision. Policies never hold on to them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -47,6 +48,11 @@ struct KvView {
   // Prefix caching on: a victim that recomputes leaves its full blocks in the pool as cached
   // blocks, which its resumption finds again unless they were evicted meanwhile.
   bool prefix_caching = false;
+  // The finest precision blocks can be requantized to (a cache laid out for kv_quant); nullopt:
+  // a cache of one precision, where no block changes precision.
+  std::optional<kv::KvPrecision> finest_precision;
+  // Blocks in use per precision code (kv/kv_format.h: 0 full precision, 1 fp8, 2 int8, 3 int4).
+  std::array<int64_t, 4> used_blocks_by_code{};
 };
 
 // How much of the KV pool each priority class may take. A controller sets it between steps;
