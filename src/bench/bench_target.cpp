@@ -11,6 +11,7 @@
 #include "bench/toml_override.h"
 #include "core/error.h"
 #include "kv/host_tier.h"
+#include "optim/kv_quant_policy.h"
 
 namespace optimate::bench {
 namespace {
@@ -72,11 +73,15 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
   if (config.num_kv_blocks > 0) profile.num_kv_blocks = std::min(profile.num_kv_blocks, config.num_kv_blocks);
   if (config.max_model_len > profile.model.max_position_embeddings)
     profile.model.max_position_embeddings = config.max_model_len;
+  // kv_quant, when configured, lays the cache out for its quantized blocks, as on the backends.
+  std::optional<kv::KvPrecision> kv_finest;
+  for (const OptimizerSpec& spec : config.optimizers)
+    if (auto p = optim::kv_quant_layout_precision(spec)) kv_finest = p;
+  const kv::KvLayout layout = SimModelRunner::plan_layout(profile, kv_finest);
   config.block_size = profile.block_size;
-  config.num_kv_blocks = profile.num_kv_blocks;
+  config.num_kv_blocks = SimModelRunner::num_slots(profile, layout);
   if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
   // The host tier the settings ask for, when the profile can time its copies.
-  const kv::KvLayout layout = SimModelRunner::plan_layout(profile);
   const kv::HostTierSlots host =
       profile.host_link_bytes_per_s > 0.0
           ? kv::plan_host_tier(gib_bytes(config.swap_space),
@@ -84,7 +89,7 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
                                profile.model.num_layers, layout)
           : kv::HostTierSlots{};
   auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host.swap + host.prefix), b.clock);
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host.swap + host.prefix, kv_finest), b.clock);
   b.observer = observed.get();
   EngineParts parts;
   parts.runner = std::move(observed);

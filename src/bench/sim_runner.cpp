@@ -8,18 +8,26 @@
 
 namespace optimate::bench {
 
-kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p) {
+kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p, std::optional<kv::KvPrecision> kv_finest) {
   // The profile's bytes per element name the cache's precision: 4 f32, 2 bf16, 1 int8.
   const kv::KvPrecision full = p.kv_bytes_per_element >= 4 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
   const kv::KvPrecision base = p.kv_bytes_per_element < 2 ? kv::KvPrecision::kInt8 : full;
-  return kv::plan_kv_layout(full, base, std::nullopt, p.model.num_kv_heads, p.block_size, p.model.head_dim);
+  return kv::plan_kv_layout(full, base, kv_finest, p.model.num_kv_heads, p.block_size, p.model.head_dim);
+}
+
+int64_t SimModelRunner::num_slots(const CostProfile& p, const kv::KvLayout& layout) {
+  if (!layout.dynamic()) return p.num_kv_blocks;
+  const kv::KvLayout fixed = plan_layout(p);
+  const int64_t bytes = p.num_kv_blocks * 2 * p.model.num_layers * fixed.slot_bytes;
+  return kv::num_slots_for_memory(bytes, p.model.num_layers, layout);
 }
 
 SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock,
-                               int64_t logits_vocab_size, int64_t num_host_slots)
+                               int64_t logits_vocab_size, int64_t num_host_slots,
+                               std::optional<kv::KvPrecision> kv_finest)
     : cost_(std::move(profile)),
       clock_(std::move(clock)),
-      copies_(plan_layout(cost_.profile()), cost_.profile().num_kv_blocks) {
+      copies_(plan_layout(cost_.profile(), kv_finest), num_slots(cost_.profile(), plan_layout(cost_.profile(), kv_finest))) {
   OPTIMATE_CHECK(clock_ != nullptr, "simulated runner without a clock");
   if (logits_vocab_size < 2)
     fail(ErrorCode::kInvalidArgument, "simulated vocabulary size must be >= 2, got {}", logits_vocab_size);
@@ -30,9 +38,10 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_ = p.model;
   config_.vocab_size = logits_vocab_size;
   config_.eos_token_ids.clear();
-  kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = p.num_kv_blocks,
+  const kv::KvLayout layout = plan_layout(p, kv_finest);
+  kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = num_slots(p, layout),
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
-               .head_dim = p.model.head_dim, .layout = plan_layout(p), .num_host_slots = num_host_slots};
+               .head_dim = p.model.head_dim, .layout = layout, .num_host_slots = num_host_slots};
 }
 
 void SimModelRunner::copy_kv(std::span<const kv::KvCopy> copies) {

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/model_runner.h"
@@ -25,14 +26,21 @@ class SimModelRunner final : public ModelRunner {
   // exceed the largest prompt token id, and keeping it small keeps sampling cheap. The step
   // cost still uses the profile's vocabulary. Rows are all zero, so greedy sampling picks token
   // 0; the model has no EOS, so every request runs to max_tokens.
+  // `kv_finest`: the kv_quant optimizer's precision when it is configured; the cache is then
+  // laid out in pages that hold full-precision or quantized blocks, in the profile's KV memory.
   SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
-                 int64_t num_host_slots = 0);
-  // The KV layout a profile gives (its bytes per element name the precision).
-  static kv::KvLayout plan_layout(const CostProfile& profile);
+                 int64_t num_host_slots = 0, std::optional<kv::KvPrecision> kv_finest = std::nullopt);
+  // The KV layout a profile gives (its bytes per element name the precision), dynamic down to
+  // `kv_finest` when given.
+  static kv::KvLayout plan_layout(const CostProfile& profile, std::optional<kv::KvPrecision> kv_finest = std::nullopt);
+  // Slots of that layout in the profile's KV memory (num_kv_blocks blocks of its precision).
+  static int64_t num_slots(const CostProfile& profile, const kv::KvLayout& layout);
 
   const ModelConfig& config() const override { return config_; }
   const KvCacheShape& kv_shape() const override { return kv_shape_; }
-  // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it).
+  // Nothing is stored, so requantizing costs nothing here (the cost model has no term for it,
+  // nor for the fewer bytes attention reads from quantized blocks: what kv_quant buys in the
+  // simulator is capacity).
   void requantize(std::span<const RequantizeOp>) override {}
   void copy_kv(std::span<const kv::KvCopy> copies) override;
   double host_link_bytes_per_s() const override { return kv_shape_.num_host_slots > 0 ? cost_.profile().host_link_bytes_per_s : 0.0; }
