@@ -132,7 +132,8 @@ void run_bench(const BenchOptions& o) {
     bench::RunResult run = bench::run_in_process(
         target, workload, [&](int64_t done, int64_t total, double t) { bar.update(done, total, t); });
     run.label = label;
-    run.description = named.description;
+    // A sweep's rows share the file's description; each states its own value instead.
+    run.description = v.label.empty() ? named.description : fmt::format("{} with {}", named.label, v.label);
     runs.push_back(std::move(run));
     if (sweep) sweep->values.push_back(v.sweep_value);
   }

@@ -89,6 +89,7 @@ def test_sweep_runs_one_configuration_per_value(tmp_path):
                            "--profile", str(PROFILE), "--sweep", "max_num_seqs=4,64")
     runs = report["runs"]
     assert [r["label"] for r in runs] == ["max_num_seqs=4", "max_num_seqs=64"]
+    assert [r["description"] for r in runs] == ["Baseline with max_num_seqs=4", "Baseline with max_num_seqs=64"]
     # Four sequences queue the bursts; 64 do not.
     assert runs[1]["summary"]["ttft_ms"]["p99"] < runs[0]["summary"]["ttft_ms"]["p99"]
     assert max(b for r in runs for b in [r["summary"]["batch_size"]["max"]]) > 4
