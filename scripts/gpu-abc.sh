@@ -12,7 +12,9 @@
 # default 600), measured by `optimate bench --url`, which reads the server's GPU utilization
 # (NVML) and memory from its /metrics during the run.
 # Writes OUT/{baseline,A,B,C}/ (reports) and OUT/table.md.
-# Usage: gpu-abc.sh OPTIMATE_BIN OUT_DIR   (OPTIMATE_ABC_PRICE: $/hour for the cost column, default 3.5)
+# Usage: gpu-abc.sh OPTIMATE_BIN OUT_DIR   (OPTIMATE_ABC_PRICE: $/hour for the cost column, default 3.5;
+#   OPTIMATE_ABC_MODEL_ARGS replaces the model flags, e.g. "--model models/m.gguf --device cpu"
+#   for a smoke run without a GPU; OPTIMATE_ABC_SETS adds bench flags, e.g. "--set workload.output.max=8")
 set -uo pipefail
 bin=${1:?usage: gpu-abc.sh OPTIMATE_BIN OUT_DIR}
 out=${2:?usage: gpu-abc.sh OPTIMATE_BIN OUT_DIR}
@@ -25,8 +27,9 @@ price=${OPTIMATE_ABC_PRICE:-3.5}
 mkdir -p "$out"
 status=0
 
-"$bin" serve --model "$root/configs/models/llama-3-8b" --load-format dummy --device cuda \
-  --tokenizer "$root/models/llama3-tokenizer" --served-model-name llama3-dummy --port "$port" \
+model_args=${OPTIMATE_ABC_MODEL_ARGS:-"--model $root/configs/models/llama-3-8b --load-format dummy --device cuda --tokenizer $root/models/llama3-tokenizer"}
+# shellcheck disable=SC2086
+"$bin" serve $model_args --served-model-name abc --port "$port" \
   --max-num-seqs 64 --max-num-batched-tokens 2048 >"$out/serve.log" 2>&1 &
 pid=$!
 if ! wait_healthy "$url" $pid; then
@@ -53,8 +56,8 @@ for scenario in baseline A B C; do
   curl -sf -X POST "$url/reset_prefix_cache" >/dev/null || { echo "reset_prefix_cache failed"; status=1; }
   curl -sf "$url/v1/optimizers" >"$out/$scenario.optimizers.json"
   (cd "$root" && "$bin" bench --workload configs/workloads/mixed-h200.toml --url "$url" --label "$scenario" \
-     --served-model-name llama3-dummy --set workload.num_requests="$requests" --price-per-hour "$price" \
-     --out "$out/$scenario") >"$out/$scenario.bench.log" 2>&1 || status=1
+     --served-model-name abc --set workload.num_requests="$requests" --price-per-hour "$price" \
+     --out "$out/$scenario" ${OPTIMATE_ABC_SETS:-}) >"$out/$scenario.bench.log" 2>&1 || status=1
   rm -f "$out/$scenario"/*.svg
 done
 kill -TERM $pid
@@ -71,8 +74,11 @@ for s in what:
         rows[s] = json.load(open(f"{out}/{s}/report.json"))["runs"][0]["summary"]
     except OSError:
         pass
+def num(v, digits=0):
+    return "n/a" if v is None or v != v else f"{v:.{digits}f}"
 def pct(v, b):
-    return f" ({100 * (v - b) / b:+.0f}%)" if s != "baseline" and b else ""
+    ok = s != "baseline" and v is not None and b and v == v and b == b
+    return f" ({100 * (v - b) / b:+.0f}%)" if ok else ""
 def high_p99(r):
     c = [c for c in r["classes"] if c["name"] == "high"]
     return c[0]["ttft_ms"]["p99"] if c else float("nan")
@@ -82,11 +88,11 @@ print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 base = rows.get("baseline")
 for s, r in rows.items():
     b = base or r
-    print(f"| {s} | {what[s]} | {r['output_throughput']:.0f}{pct(r['output_throughput'], b['output_throughput'])} "
-          f"| {r['ttft_ms']['mean']:.0f}{pct(r['ttft_ms']['mean'], b['ttft_ms']['mean'])} "
-          f"| {r['ttft_ms']['p99']:.0f}{pct(r['ttft_ms']['p99'], b['ttft_ms']['p99'])} "
-          f"| {high_p99(r):.0f}{pct(high_p99(r), high_p99(b))} "
-          f"| {r['gpu']['util_mean_pct']:.1f} ({r['gpu']['util_source']}) | {r['gpu']['memory_peak_gib']:.1f} "
-          f"| {r['usd_per_million_output_tokens']:.3f} | {r['failed']} |")
+    print(f"| {s} | {what[s]} | {num(r['output_throughput'])}{pct(r['output_throughput'], b['output_throughput'])} "
+          f"| {num(r['ttft_ms']['mean'])}{pct(r['ttft_ms']['mean'], b['ttft_ms']['mean'])} "
+          f"| {num(r['ttft_ms']['p99'])}{pct(r['ttft_ms']['p99'], b['ttft_ms']['p99'])} "
+          f"| {num(high_p99(r))}{pct(high_p99(r), high_p99(b))} "
+          f"| {num(r['gpu']['util_mean_pct'], 1)} ({r['gpu']['util_source'] or r['gpu']['unavailable']}) "
+          f"| {num(r['gpu']['memory_peak_gib'], 1)} | {num(r['usd_per_million_output_tokens'], 3)} | {r['failed']} |")
 PY
 exit $status
