@@ -77,6 +77,7 @@ class Optimizer:
     name: str = ""
     description: str = ""
     defaults: dict[str, Any] = {}
+    _registry_defaults: dict[str, Any] = {}  # as the registry gives them ("8" for bits)
 
     def __init__(self, *, enabled: bool = True, **options: Any) -> None:
         cls = type(self).__name__
@@ -88,6 +89,10 @@ class Optimizer:
         for key, value in options.items():
             if type(value) not in (bool, int, float, str):
                 raise ValueError(f"{cls}.{key} must be a bool, int, float or str, got {_type_name(value)}")
+        for key, value in options.items():  # the options every instance has, checked here first
+            raw = type(self)._registry_defaults.get(key)
+            if key in type(self)._registry_defaults and not _accepts(raw, value):
+                raise ValueError(f"{cls}.{key} must be {_type_name(_shown(raw))}, got {_type_name(value)}")
         # The options read with these (the per-level ones follow `levels`); ValueError for a bad value.
         known = dict(_core.optimizer_options(self.name, options))
         for key, value in options.items():
@@ -132,6 +137,7 @@ def _make_class(class_name_: str, name: str, description: str, options: list, ba
            ("".join(f"\n``{seed}`` is the seed's name for ``{key}``." for seed, key in seed_options.items())))
     return type(class_name_, (base,), {
         "name": name, "description": description, "defaults": {k: _shown(v) for k, v in options},
+        "_registry_defaults": dict(options),
         "__doc__": doc, "__module__": __name__})
 
 

@@ -37,7 +37,7 @@ def test_kv_quant_takes_bits_as_a_number_or_a_name(model):
     for bad in (3, "int3"):
         with pytest.raises(ValueError, match="bits"):
             KvQuantOptimizer(bits=bad)
-    with pytest.raises(ValueError, match="bits must be an integer or a string"):
+    with pytest.raises(ValueError, match="bits must be int, got float"):
         KvQuantOptimizer(bits=8.0)
 
 
