@@ -19,7 +19,8 @@
 #   peer.json peer.log        transformers on the same shapes (when OPTIMATE_HF_PEER names hf_peer.py)
 #   test_cuda_engine.log/json the engine on the CUDA runner against the CPU engine
 #   serve.log                 optimate serve --device cuda smoke test (scripts/gpu-serve-smoke.sh)
-#   offline/ offline.log      optimate bench, configs/workloads/offline-1000-h200.toml
+#   offline/ offline.log offline-gate.toml  optimate bench, configs/workloads/offline-1000-h200.toml,
+#                             held to benchmarks/gates/offline-1000-h200.toml (the regression gate)
 #   swap_tests.log/json swap/ swap.log  the `swap` stage: SwapOnCuda tests, then the
 #                             long-context load recompute vs swap vs auto (optimate bench)
 #   overload/ overload.log    priority under sustained overload through optimate serve
@@ -62,13 +63,15 @@
 #                             Qwen3-8B shape (batch 1 against the bytes a token reads, batches 64
 #                             and 256, a 2048-token prefill), and the 1000-request offline run of
 #                             both shapes (OPTIMATE_MOE_PARTS picks of: tests bench offline)
+#   abc/ abc.log              the `abc` stage: the seed's table (baseline, predictive, priority,
+#                             both) over HTTP, one server retuned between runs (scripts/gpu-abc.sh)
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving, kernels,
-#   portable and moe): the stages to run after the build, of
+#   portable, moe and abc): the stages to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise gemv serving kernels portable moe
+#   elementwise gemv serving kernels portable moe abc
 # kernels: the kernel variants' tests on the GPU (KernelsOnCuda), which `engine` also runs.
 # OPTIMATE_CUDA_ARCHS (default: this GPU's compute capability, 90a on Hopper): the build's GPU
 #   architectures (CMakeLists.txt); the full list builds what a release serves.
@@ -91,7 +94,7 @@ note() { echo "$*" | tee -a "$summary"; }
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
 want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate python} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
-calibrate_status=0 overload_status=0 adaptive_status=0 serving_status=0
+calibrate_status=0 overload_status=0 adaptive_status=0 serving_status=0 abc_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -359,11 +362,16 @@ if want offline && [[ $full -eq 0 ]]; then
   offline_status=1
 elif want offline; then
   note "== offline throughput: 1000 requests (optimate bench)"
+  # Held to the recorded figure (benchmarks/gates/offline-1000-h200.toml) unless sets change the run.
+  gate=()
+  [[ -z "${OPTIMATE_OFFLINE_SETS:-}" ]] && gate=(--gate benchmarks/gates/offline-1000-h200.toml)
   (cd "$root" && "$build/optimate" bench --workload configs/workloads/offline-1000-h200.toml \
-     --compare h200-throughput --backend cuda --out "$out/offline" ${OPTIMATE_OFFLINE_SETS:-}) \
+     --compare h200-throughput --backend cuda --out "$out/offline" "${gate[@]}" \
+     --record-gate "$out/offline-gate.toml" ${OPTIMATE_OFFLINE_SETS:-}) \
      >"$out/offline.log" 2>&1
   offline_status=$?
   grep -E "^\|" "$out/offline.log" | head -8 | tee -a "$summary"
+  grep -E "\| (pass|\*\*FAIL\*\*) \||^Gate" "$out/offline.log" | tee -a "$summary"
   tail -3 "$out/offline.log"
 fi
 swap_status=0
@@ -416,6 +424,16 @@ elif want serving; then
     >"$out/serving.log" 2>&1
   serving_status=$?
   grep -E "^\| (server|bf16|fp8) " "$out/serving.log" | tee -a "$summary"
+fi
+if want abc && [[ $full -eq 0 ]]; then
+  skipped abc
+  abc_status=1
+elif want abc; then
+  note "== the seed's table over HTTP: baseline, predictive, priority, both (one server, optimate bench --url)"
+  "$root/scripts/gpu-abc.sh" "$build/optimate" "$out/abc" >"$out/abc.log" 2>&1
+  abc_status=$?
+  grep -E "^\|" "$out/abc.log" | tee -a "$summary"
+  note "abc exit $abc_status"
 fi
 if want calibrate && [[ $full -eq 0 ]]; then
   skipped calibrate

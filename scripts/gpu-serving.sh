@@ -4,6 +4,8 @@
 # `optimate serve --config configs/overload-h200.toml` per variant, each measured by
 # `optimate bench --url`, whose report carries the server's own profile of the run (host phases,
 # device busy time, and device time per stage on every 64th step: --stage-profile-interval 64). Writes OUT/VARIANT/ (reports) and prints one table.
+# bf16 and fp8 runs are held to benchmarks/gates/serving-h200.toml (a run worse than the recorded
+# throughput or P99 TTFT beyond its tolerance fails); OUT/VARIANT-gate.toml records each run.
 # Usage: gpu-serving.sh OPTIMATE_BIN OUT_DIR [VARIANT ...]   variants: bf16 (default), fp8, and
 # bf16-sync / fp8-sync: the same with --no-async-scheduling (each step waits for the last)
 set -uo pipefail
@@ -13,6 +15,7 @@ shift 2
 variants=("$@")
 [[ ${#variants[@]} -gt 0 ]] || variants=(bf16)
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/wait-healthy.sh"
 port=${OPTIMATE_SERVING_PORT:-8125}
 url=http://127.0.0.1:$port
 mkdir -p "$out"
@@ -29,19 +32,19 @@ for v in "${variants[@]}"; do
     --tokenizer "$root/models/llama3-tokenizer" --served-model-name llama3-dummy --port "$port" \
     --stage-profile-interval 64 "${flags[@]}" >"$out/$v.serve.log" 2>&1 &
   pid=$!
-  up=0
-  for _ in $(seq 1 180); do
-    curl -sf "$url/health" >/dev/null && { up=1; break; }
-    kill -0 $pid 2>/dev/null || break
-    sleep 1
-  done
-  if [[ $up -eq 0 ]]; then
+  if ! wait_healthy "$url" $pid; then
     echo "$v: server did not start"; tail -5 "$out/$v.serve.log"; status=1
     kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
     continue
   fi
+  # The regression gate (benchmarks/gates/serving-h200.toml) fails the run below its recorded
+  # throughput or above its recorded P99 TTFT; --record-gate keeps this run's figures.
+  gate=()
+  grep -q "^\[runs\.$v\]" "$root/benchmarks/gates/serving-h200.toml" &&
+    gate=(--gate "$root/benchmarks/gates/serving-h200.toml")
   (cd "$root" && "$bin" bench --workload configs/workloads/overload-h200.toml --url "$url" --label "$v" \
-     --served-model-name llama3-dummy --out "$out/$v") >"$out/$v.bench.log" 2>&1 || status=1
+     --served-model-name llama3-dummy --out "$out/$v" "${gate[@]}" --record-gate "$out/$v-gate.toml") \
+     >"$out/$v.bench.log" 2>&1 || { status=1; grep -A12 "Regression gate" "$out/$v.bench.log"; }
   kill -TERM $pid
   wait $pid || status=1
   rm -f "$out/$v"/*.svg

@@ -33,18 +33,30 @@ def optimizers_stub() -> str:
              "    options: dict[str, Any]", "    enabled: bool",
              "    def __init__(self, *, enabled: bool = True, **options: Any) -> None: ...",
              "", "def builtin() -> dict[str, type[Optimizer]]: ...", ""]
-    for name, cls in optimizers.builtin().items():
-        params = [f"{k}: {type(v).__name__} = {v!r}" for k, v in cls.defaults.items()]
-        params += [f"{seed}: {type(cls.defaults[key]).__name__} | None = None"
-                   for seed, key in optimizers._SEED_OPTIONS.get(name, {}).items()]
+    classes = [(cls, "Optimizer") for cls in optimizers.builtin().values()]
+    classes += [(alias, alias.__mro__[1].__name__) for alias in optimizers._ALIASES.values()]
+    for cls, base in classes:
+        def typ(key: str) -> str:
+            # An option that is a number or a name (kv_quant's bits: 8, 4 or "fp8").
+            return "int | str" if key in _number_or_name(cls) else type(cls.defaults[key]).__name__
+        params = [f"{k}: {typ(k)} = {v!r}" for k, v in cls.defaults.items()]
+        params += [f"{seed}: {typ(key)} | None = None"
+                   for seed, key in optimizers._SEED_OPTIONS.get(cls.name, {}).items()]
         params.append("enabled: bool = True")
-        lines.append(f"class {cls.__name__}(Optimizer):")
+        lines.append(f"class {cls.__name__}({base}):")
         lines.append(f'    """{cls.description}."""')
-        for k, v in cls.defaults.items():
-            lines.append(f"    {k}: {type(v).__name__}")
-        lines.append(f"    def __init__(self, *, {', '.join(params)}) -> None: ...")
+        for k in cls.defaults:
+            lines.append(f"    {k}: {typ(k)}")
+        lines.append(f"    def __init__(self, *, {', '.join(params)}, **level_options: float) -> None: ..."
+                     if cls.name == "priority" else f"    def __init__(self, *, {', '.join(params)}) -> None: ...")
         lines.append("")
     return "\n".join(lines)
+
+
+def _number_or_name(cls) -> set[str]:
+    from optimate import _core
+
+    return {k for k, v in _core.optimizer_options(cls.name, {}) if isinstance(v, str)}
 
 
 def main(out_dir: str) -> None:

@@ -17,8 +17,8 @@ import weakref
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Union
 
 from optimate import _core
-from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_list, _optimizer_spec,
-                             _priority, _prompt, _resolve_params)
+from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_list, _optimizer_spec, _priority,
+                             _prompt, _resolve_params, engine_args_and_optimizers)
 from optimate.engine_args import EngineArgs
 from optimate.errors import error_from
 from optimate.outputs import OutputTracker, RequestOutput
@@ -39,6 +39,7 @@ class AsyncLLMEngine:
     """An engine shared by coroutines; ``shutdown()`` (or garbage collection) stops its thread."""
 
     def __init__(self, engine_args: EngineArgs, optimizers: Iterable[OptimizerLike] = ()):
+        engine_args, optimizers = engine_args_and_optimizers(engine_args, optimizers)
         self.engine_args = engine_args
         handle, self._specs = _make_core(engine_args, optimizers, async_mode=True)
         self._encode = handle.encode

@@ -41,9 +41,20 @@ def _split_optimizers(optimizers: Iterable[OptimizerLike]):
     return specs, policies
 
 
-def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
+def engine_args_and_optimizers(engine_args: Union[EngineArgs, Mapping[str, Any]], optimizers):
+    """EngineArgs, or the seed's dict of engine arguments whose ``scheduler`` is an optimizer
+    (``{"model": ..., "scheduler": PriorityScheduler()}``): (EngineArgs, the optimizers)."""
+    if isinstance(engine_args, Mapping):
+        settings = dict(engine_args)
+        scheduler = settings.pop("scheduler", None)
+        given = [] if scheduler is None else list(scheduler) if isinstance(scheduler, (list, tuple)) else [scheduler]
+        return EngineArgs(**settings), [*given, *(optimizers or ())]
     if not isinstance(engine_args, EngineArgs):
-        raise ValueError(f"engine_args must be EngineArgs, got {type(engine_args).__name__}")
+        raise ValueError(f"engine_args must be EngineArgs or a dict of them, got {type(engine_args).__name__}")
+    return engine_args, optimizers
+
+
+def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
     specs, policies = _split_optimizers(optimizers)
     core = _core.Engine(engine_args.engine_settings(), specs, policies, async_mode)
     return core, {name: (dict(options), enabled) for name, options, enabled in specs}
@@ -123,7 +134,8 @@ class LLMEngine:
     """The engine, stepped by the caller. Build it with ``create_optimized_engine`` or
     ``LLMEngine.from_engine_args``; it is not thread-safe (AsyncLLMEngine is)."""
 
-    def __init__(self, engine_args: EngineArgs, optimizers: Iterable[OptimizerLike] = ()):
+    def __init__(self, engine_args: Union[EngineArgs, Mapping[str, Any]], optimizers: Iterable[OptimizerLike] = ()):
+        engine_args, optimizers = engine_args_and_optimizers(engine_args, optimizers)
         self.engine_args = engine_args
         self._core, self._specs = _make_core(engine_args, optimizers, async_mode=False)
         self._tracker = OutputTracker()
@@ -207,8 +219,10 @@ class LLMEngine:
         return self._core.stats()
 
 
-def create_optimized_engine(engine_args: EngineArgs,
+def create_optimized_engine(engine_args: Union[EngineArgs, Mapping[str, Any]],
                             optimizers: Optional[Iterable[OptimizerLike]] = None) -> LLMEngine:
     """The seed's entry point: an LLMEngine running ``optimizers`` (optimate.optimizers
-    instances and QueuePolicy/BatchPolicy subclasses) in place of the baselines."""
+    instances and QueuePolicy/BatchPolicy subclasses) in place of the baselines. ``engine_args``
+    is EngineArgs, or a dict of them whose ``scheduler`` key holds an optimizer (the seed's
+    ``{"scheduler": PriorityScheduler(), ...}``)."""
     return LLMEngine(engine_args, optimizers or ())

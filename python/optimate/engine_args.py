@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any
 
 from optimate import _core
@@ -20,6 +21,22 @@ _TYPES = {"str": str, "int": int, "float": float, "bool": bool}
 def _settings(self) -> dict[str, Any]:
     """The engine settings as {name: value}."""
     return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+# "org/name": what a Hugging Face Hub id looks like (no file extension, one slash).
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _check_not_hub_id(model: str) -> None:
+    """Optimate loads local files; a Hub id that is not a local path gets how to fetch it."""
+    if not _HUB_ID.fullmatch(model) or os.path.exists(model) or os.path.splitext(model)[1] in (".gguf", ".json"):
+        return
+    local = "models/" + model.split("/")[1]
+    raise ValueError(
+        f"EngineArgs.model '{model}' is not a local file or folder. Optimate loads local model files only (a GGUF "
+        f"file, or a Hugging Face folder with config.json and *.safetensors) and downloads nothing. For the Hugging "
+        f"Face Hub model '{model}', download it first: `huggingface-cli download {model} --local-dir {local}` (or "
+        f"`huggingface_hub.snapshot_download('{model}', local_dir='{local}')`), then pass model='{local}'.")
 
 
 def _post_init(self) -> None:
@@ -36,6 +53,7 @@ def _post_init(self) -> None:
             ok = True  # a size: "4GiB"
         if not ok:
             raise ValueError(f"EngineArgs.{f.name} must be {f.metadata['type']}, got {type(value).__name__}")
+    _check_not_hub_id(self.model)
     _core.check_engine_settings(self.engine_settings())
 
 

@@ -176,6 +176,13 @@ void bind_settings(nb::module_& m) {
     }
     return out;
   }, "The registry's optimizers: (name, description, [(option, default)]) each.");
+  m.def("optimizer_options", [](const std::string& name, const OptionMap& options) {
+    const optim::OptimizerInfo info = optim::OptimizerRegistry::with_builtin().describe(OptimizerSpec{name, options, true});
+    nb::list out;
+    for (const auto& o : info.options) out.append(nb::make_tuple(o.key, o.fallback));
+    return out;
+  }, "name"_a, "options"_a, "The options a built-in optimizer reads when given `options` (the priority optimizer's "
+     "per-level bounds follow its levels): [(option, default)].");
   m.def("check_optimizer", [](const std::string& name, const OptionMap& options) {
     optim::OptimizerRegistry::with_builtin().build(OptimizerSpec{name, options, true});
   }, "name"_a, "options"_a, "Builds a built-in optimizer; raises for unknown or bad options.");

@@ -24,6 +24,7 @@ std::string command_line(const HttpBenchOptions& o) {
   if (!o.model_names.empty()) s += " --served-model-name " + join(o.model_names);
   if (o.max_concurrency > 0) s += fmt::format(" --max-concurrency {}", o.max_concurrency);
   for (const auto& set : o.sets) s += " --set " + set;
+  if (o.gate.price_per_hour > 0) s += fmt::format(" --price-per-hour {}", o.gate.price_per_hour);
   return s;
 }
 
@@ -45,6 +46,7 @@ void check(const HttpBenchOptions& o) {
 
 void run_bench_http(const HttpBenchOptions& o) {
   check(o);
+  check_gate_options(o.gate);
   const bench::WorkloadSpec spec = bench::load_workload_spec(o.workload, o.sets);
   const bench::Workload workload = bench::build_workload(spec);
   bench::HttpTargetOptions target;
@@ -65,10 +67,12 @@ void run_bench_http(const HttpBenchOptions& o) {
     run.description = "live server at " + o.urls[i];
     runs.push_back(std::move(run));
   }
+  price_runs(o.gate, runs);
   const std::string dir = o.out_dir.empty() ? "bench-results/" + spec.name : o.out_dir;
   const std::string md = bench::write_report_files(dir, command_line(o), spec, runs, std::nullopt);
   std::fputs(md.c_str(), stdout);
   std::fprintf(stdout, "\nReport, raw records and plots written to %s/\n", dir.c_str());
+  gate_runs(o.gate, runs, command_line(o), dir);
 }
 
 }  // namespace optimate::apps

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench_gate.h"
+
 namespace optimate::apps {
 
 struct HttpBenchOptions {
@@ -18,6 +20,7 @@ struct HttpBenchOptions {
   double timeout_s = 600.0;
   std::vector<std::string> sets;  // workload.* overrides only: the engine is the server's
   std::string out_dir;
+  GateOptions gate;
 };
 
 void run_bench_http(const HttpBenchOptions& options);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "apps/bench_calibrate.h"
+#include "apps/bench_gate.h"
 #include "apps/bench_http.h"
 #include "apps/commands.h"
 #include "bench/bench_target.h"
@@ -37,6 +38,7 @@ struct BenchOptions {
   std::string out_dir;
   bool calibrate = false;
   HttpBenchOptions http;  // --url and the flags that only it takes
+  GateOptions gate;       // --price-per-hour, --gate, --record-gate (either mode)
 };
 
 // The command line that reproduces a report, quoted in it.
@@ -47,6 +49,7 @@ std::string command_line(const BenchOptions& o) {
   if (o.backend == "sim") s += " --profile " + o.profile;
   if (!o.model.empty()) s += " --model " + o.model;
   for (const auto& set : o.sets) s += " --set " + set;
+  if (o.gate.price_per_hour > 0) s += fmt::format(" --price-per-hour {}", o.gate.price_per_hour);
   return s;
 }
 
@@ -105,6 +108,7 @@ void run_bench(const BenchOptions& o) {
     fail(ErrorCode::kInvalidArgument, "--backend must be auto, cpu, cuda or sim, got '{}'", o.backend);
   if (o.workload.empty()) fail(ErrorCode::kInvalidArgument, "--workload FILE is required");
 
+  check_gate_options(o.gate);
   const std::vector<Variant> variants = plan_variants(o);
   std::optional<bench::CostProfile> profile;
   if (o.backend == "sim") profile = bench::load_cost_profile(o.profile);
@@ -128,14 +132,17 @@ void run_bench(const BenchOptions& o) {
     bench::RunResult run = bench::run_in_process(
         target, workload, [&](int64_t done, int64_t total, double t) { bar.update(done, total, t); });
     run.label = label;
-    run.description = named.description;
+    // A sweep's rows share the file's description; each states its own value instead.
+    run.description = v.label.empty() ? named.description : fmt::format("{} with {}", named.label, v.label);
     runs.push_back(std::move(run));
     if (sweep) sweep->values.push_back(v.sweep_value);
   }
+  price_runs(o.gate, runs);
   const std::string dir = o.out_dir.empty() ? "bench-results/" + first_spec->name : o.out_dir;
   const std::string md = bench::write_report_files(dir, command_line(o), *first_spec, runs, sweep);
   std::fputs(md.c_str(), stdout);
   std::fprintf(stdout, "\nReport, raw records and plots written to %s/\n", dir.c_str());
+  gate_runs(o.gate, runs, command_line(o), dir);
 }
 
 // A flag of one mode given in the other is an error, never silently ignored.
@@ -184,6 +191,7 @@ void add_bench_command(CLI::App& app) {
                   "(default: a closed loop's concurrency, else " + std::to_string(bench::kDefaultMaxConnections) + ")");
   cmd->add_option("--request-timeout", opts->http.timeout_s, "with --url: fail a request after this many "
                   "seconds without a byte from the server")->capture_default_str();
+  add_gate_options(*cmd, opts->gate);
   cmd->callback([opts, cmd] {
     const bool http = !opts->http.urls.empty();
     check_mode_flags(*cmd, http);
@@ -191,6 +199,7 @@ void add_bench_command(CLI::App& app) {
     opts->http.workload = opts->workload;
     opts->http.sets = opts->sets;
     opts->http.out_dir = opts->out_dir;
+    opts->http.gate = opts->gate;
     run_bench_http(opts->http);
   });
 }

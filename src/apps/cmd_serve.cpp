@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "apps/commands.h"
+#include "apps/startup_log.h"
 #include "bench/step_estimator.h"
 #include "config/config_watcher.h"
 #include "config/engine_cli.h"
@@ -30,6 +31,7 @@
 #include "metrics/optimizer_metrics.h"
 #include "metrics/step_profile_metrics.h"
 #include "metrics/registry.h"
+#include "metrics/resource_metrics.h"
 #include "metrics/serving_metrics.h"
 #include "server/cors.h"
 #include "server/engine_backend.h"
@@ -130,11 +132,22 @@ void run_serve(ServeOptions& o) {
                                       : o.served_model_name;
   EngineParts parts = create_engine_parts(config);
   if (!o.cost_profile.empty()) parts.step_estimator = bench::cost_model_estimator(bench::load_cost_profile(o.cost_profile));
+  const std::string device = parts.device;
   Engine engine(config, std::move(parts));
+  for (const std::string& line : startup_summary(engine)) spdlog::info("{}", line);
   metrics::Registry registry;
   metrics::ServingMetrics metrics(registry, served_name, engine.limits().max_model_len);
   metrics::OptimizerMetrics optimizer_metrics(registry, served_name);
   metrics::StepProfileMetrics step_profile_metrics(registry, served_name);
+  const KvCacheShape& kv = engine.runner().kv_shape();
+  metrics::NvmlOpen nvml;
+  if (device == "cuda") nvml = metrics::open_process_gpu();
+  if (!nvml.unavailable.empty()) spdlog::info("/metrics has no GPU utilization: {}", nvml.unavailable);
+  metrics::ResourceMetrics resource_metrics(
+      registry, served_name,
+      {device, static_cast<double>(engine.runner().weight_bytes()),
+       2.0 * static_cast<double>(kv.num_layers) * static_cast<double>(kv.num_blocks) * static_cast<double>(kv.layout.slot_bytes)},
+      std::move(nvml.probe));
   server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
   backend.set_optimizer_metrics(&optimizer_metrics);
   backend.set_step_profile_metrics(&step_profile_metrics);

@@ -1,8 +1,10 @@
 // optimate: one binary, one subcommand per job (generate, tokenize, serve, bench, ...).
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -49,11 +51,19 @@ int main(int argc, char** argv) {
   }
   CLI::App app{"Optimate: an LLM serving engine with pluggable optimizers"};
   app.require_subcommand(1);
+  // --log-level may also come after the subcommand (`optimate serve --log-level debug`).
+  app.fallthrough();
   app.set_version_flag("--version", std::string("optimate ") + OPTIMATE_VERSION);
   std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
-      ->capture_default_str();
-  app.parse_complete_callback([&] { optimate::set_log_level(log_level); });
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off (default: warn; info for serve)");
+  // A server states what it runs at start (its optimizers and their options, the KV cache it
+  // planned) and every automatic decision as it takes it: serve logs at info unless told otherwise.
+  app.parse_complete_callback([&] {
+    const std::vector<CLI::App*> chosen = app.get_subcommands();
+    const bool serving =
+        std::any_of(chosen.begin(), chosen.end(), [](const CLI::App* c) { return c->get_name() == "serve"; });
+    optimate::set_log_level(serving && app.count("--log-level") == 0 ? "info" : log_level);
+  });
 
   optimate::apps::add_generate_command(app);
   optimate::apps::add_tokenize_command(app);

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -14,33 +13,6 @@
 
 namespace optimate::bench {
 namespace {
-
-Candidate with_optimizers(const EngineConfig& base, std::string label, std::string why,
-                          std::vector<OptimizerSpec> optimizers) {
-  Candidate c{std::move(label), std::move(why), base};
-  for (OptimizerSpec& spec : optimizers) {
-    std::erase_if(c.config.optimizers, [&](const OptimizerSpec& o) { return o.name == spec.name; });
-    c.config.optimizers.push_back(std::move(spec));
-  }
-  return c;
-}
-
-OptimizerSpec priority_spec(const WorkloadTraits& t, const EngineConfig& base) {
-  const int64_t most = t.priorities.front(), least = t.priorities.back();
-  // Levels from the least important class up; the engine negates lower-first values.
-  const bool higher_first = base.priority_order == PriorityOrder::kHigherFirst;
-  return {"priority",
-          {{"levels", static_cast<int64_t>(t.priorities.size())},
-           {"lowest_priority", higher_first ? least : -most}},
-          true};
-}
-
-OptimizerSpec adaptive_spec(const SloTargets& slo) {
-  OptimizerSpec spec{"adaptive", {}, true};
-  if (slo.ttft_p99_ms > 0) spec.options["ttft_p99_ms"] = slo.ttft_p99_ms;
-  if (slo.tpot_p99_ms > 0) spec.options["tpot_p99_ms"] = slo.tpot_p99_ms;
-  return spec;
-}
 
 double p99_or_nan(const SampleStats& s) { return s.count > 0 ? s.p99 : std::nan(""); }
 
@@ -72,68 +44,6 @@ SloTargets parse_slo(const std::string& text) {
   return slo;
 }
 
-WorkloadTraits workload_traits(const Workload& w) {
-  WorkloadTraits t;
-  t.num_requests = static_cast<int64_t>(w.requests.size());
-  if (w.requests.empty()) return t;
-  std::set<int64_t, std::greater<>> priorities;
-  double prompt = 0.0, output = 0.0;
-  for (const BenchRequest& r : w.requests) {
-    priorities.insert(r.priority);
-    prompt += static_cast<double>(r.prompt_len);
-    output += static_cast<double>(r.max_tokens);
-  }
-  t.priorities.assign(priorities.begin(), priorities.end());
-  t.mean_prompt_tokens = prompt / static_cast<double>(t.num_requests);
-  t.mean_output_tokens = output / static_cast<double>(t.num_requests);
-  t.duration_s = w.requests.back().arrival_s - w.requests.front().arrival_s;
-  const ArrivalKind kind = w.spec.arrival.kind;
-  t.offline = kind == ArrivalKind::kOffline || kind == ArrivalKind::kClosedLoop || t.duration_s <= 0.0;
-  if (t.offline || t.num_requests < 3) return t;
-  t.mean_rate_per_s = static_cast<double>(t.num_requests - 1) / t.duration_s;
-  const double mean_gap = t.duration_s / static_cast<double>(t.num_requests - 1);
-  double var = 0.0;
-  for (size_t i = 1; i < w.requests.size(); ++i) {
-    const double d = w.requests[i].arrival_s - w.requests[i - 1].arrival_s - mean_gap;
-    var += d * d;
-  }
-  t.arrival_cv = std::sqrt(var / static_cast<double>(t.num_requests - 1)) / mean_gap;
-  return t;
-}
-
-std::vector<Candidate> guide_candidates(const WorkloadTraits& t, const SloTargets& slo, const EngineConfig& base) {
-  std::vector<Candidate> out;
-  out.push_back({"default", "the static configuration as given", base});
-  // The batch limit the static configuration would have to guess: half, twice and four times.
-  for (int64_t factor : {-2, 2, 4}) {
-    Candidate c{"", "", base};
-    c.config.max_num_seqs = factor < 0 ? std::max<int64_t>(1, base.max_num_seqs / 2) : base.max_num_seqs * factor;
-    c.label = fmt::format("static max_num_seqs={}", c.config.max_num_seqs);
-    c.why = factor < 0 ? "smaller batches: shorter steps (TPOT)" : "larger batches: more throughput per step";
-    out.push_back(std::move(c));
-  }
-  const bool classes = t.priorities.size() >= 2;
-  if (classes)
-    out.push_back(with_optimizers(base, "priority", "requests differ in importance (guide: enable priority scheduling)",
-                                  {priority_spec(t, base)}));
-  if (t.regular()) {
-    // Interactive: a very short hold at most; batch: a longer one pays (guide, section 5.3).
-    const double wait_ms = t.interactive(slo) ? 20.0 : 100.0;
-    out.push_back(with_optimizers(base, fmt::format("predictive max_wait_ms={:.0f}", wait_ms),
-                                  t.interactive(slo) ? "regular arrivals, interactive: a hold of at most 20 ms"
-                                                     : "regular arrivals, batch work: a longer hold fills batches",
-                                  {{"predictive", {{"max_wait_ms", wait_ms}}, true}}));
-  }
-  out.push_back(with_optimizers(base, "adaptive",
-                                slo.any() ? "retunes the batch limits toward the SLO as the load moves"
-                                          : "raises the batch limits while requests queue (no SLO given)",
-                                {adaptive_spec(slo)}));
-  if (classes)
-    out.push_back(with_optimizers(base, "adaptive + priority", "both: the load moves and requests differ in importance",
-                                  {priority_spec(t, base), adaptive_spec(slo)}));
-  return out;
-}
-
 Advice advise(const Workload& workload, const CostProfile& profile, const SloTargets& slo, const EngineConfig& base) {
   Advice a;
   a.slo = slo;
@@ -145,15 +55,10 @@ Advice advise(const Workload& workload, const CostProfile& profile, const SloTar
     RunResult r = run_in_process(target, workload);
     r.label = c.label;
     r.description = c.why;
-    return summarize(r);
+    return r;
   };
-  std::vector<Candidate> candidates = guide_candidates(a.traits, slo, base);
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    AdviceRow row{candidates[i], run(candidates[i]), false, 0.0};
-    if (i == 0) {  // the default run tells whether memory runs short
-      a.traits.max_kv_usage = row.summary.max_kv_usage;
-      a.traits.default_preemptions = row.summary.num_preemptions;
-    }
+  auto add_row = [&](const Candidate& c, RunSummary summary) {
+    AdviceRow row{c, std::move(summary), false, 0.0};
     const double ttft = p99_or_nan(row.summary.ttft_ms), tpot = p99_or_nan(row.summary.tpot_ms);
     row.meets_slo = row.summary.failed == 0;
     if (slo.ttft_p99_ms > 0) {
@@ -165,7 +70,16 @@ Advice advise(const Workload& workload, const CostProfile& profile, const SloTar
       row.meets_slo = row.meets_slo && tpot <= slo.tpot_p99_ms;
     }
     a.rows.push_back(std::move(row));
-  }
+  };
+  // The default run answers the guide's questions about memory and compute; then the rest.
+  const Candidate as_given{"default", "the static configuration as given", base};
+  const RunResult first = run(as_given);
+  RunSummary first_summary = summarize(first);
+  add_run_traits(a.traits, first, first_summary, CostModel(profile));
+  add_row(as_given, std::move(first_summary));
+  const std::vector<Candidate> candidates = guide_candidates(a.traits, slo, base);
+  for (size_t i = 1; i < candidates.size(); ++i) add_row(candidates[i], summarize(run(candidates[i])));
+  a.considered = guide_considerations(a.traits);
   // Among the rows that meet the SLO, the most throughput; within 1% of it, the fewest
   // optimizers, then the lowest P99 TTFT. Without an SLO every row qualifies.
   auto better = [](const AdviceRow& x, const AdviceRow& y) {
@@ -210,9 +124,13 @@ std::string advice_markdown(const Advice& a) {
   } else {
     out += "Objective: the most throughput (no --slo: batch work)\n";
   }
+  out += fmt::format("Request lengths (prompt + output): P99 {:.1f}x the median ({}); the default run's device busy "
+                     "{:.0f}% of the time, {:.0f}% of that in compute-bound steps ({})\n",
+                     t.length_spread, t.lengths_vary() ? "they vary widely" : "they do not vary widely",
+                     100 * t.busy_fraction, 100 * t.compute_bound_share,
+                     t.compute_bound() ? "compute-bound" : "not compute-bound");
   if (t.memory_pressure())
-    out += "Memory runs short: the guide's dynamic KV quantization is not in this build; the adaptive "
-           "controller's KV quota protects the most important class instead.\n";
+    out += "Memory runs short: kv_quant (8 bits) and adaptive with kv_quant are among the candidates.\n";
   out += fmt::format("\nSimulated on {}:\n\n", a.target);
   out += "| configuration | why | output tok/s | TTFT P50 ms | TTFT P99 ms | TPOT P99 ms | top class TTFT P99 ms "
          "| preemptions | SLO |\n|---|---|---|---|---|---|---|---|---|\n";
@@ -227,6 +145,10 @@ std::string advice_markdown(const Advice& a) {
                        !a.slo.any() ? "-" : r.meets_slo ? "met" : "missed");
   }
   out += fmt::format("\nRecommended: {} - {}.\n", a.rows[a.recommended].candidate.label, a.verdict);
+  if (!a.considered.empty()) {
+    out += "\nAlso considered:\n\n";
+    for (const std::string& line : a.considered) out += "- " + line + "\n";
+  }
   return out;
 }
 

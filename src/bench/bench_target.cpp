@@ -73,11 +73,8 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
   if (config.num_kv_blocks > 0) profile.num_kv_blocks = std::min(profile.num_kv_blocks, config.num_kv_blocks);
   if (config.max_model_len > profile.model.max_position_embeddings)
     profile.model.max_position_embeddings = config.max_model_len;
-  config.block_size = profile.block_size;
-  config.num_kv_blocks = profile.num_kv_blocks;
-  if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
-  // The host tier the settings ask for, when the profile can time its copies.
-  // A cache laid out for kv_quant when the configuration has it, as create_engine_parts does.
+  // kv_quant, when configured, lays the cache out for its quantized blocks, as
+  // create_engine_parts does on the backends.
   std::optional<kv::KvPrecision> finest;
   kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken;
   for (const OptimizerSpec& spec : config.optimizers)
@@ -86,6 +83,10 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
       int4_keys = optim::kv_quant_int4_keys(spec);
     }
   const kv::KvLayout layout = SimModelRunner::plan_layout(profile, finest, int4_keys);
+  config.block_size = profile.block_size;
+  config.num_kv_blocks = SimModelRunner::num_slots(profile, layout);
+  if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
+  // The host tier the settings ask for, when the profile can time its copies.
   const kv::HostTierSlots host = profile.host_link_bytes_per_s > 0.0
                                       ? plan_host_tier(config, profile.model.num_layers, layout)
                                       : kv::HostTierSlots{};

@@ -27,6 +27,13 @@ CostModel::CostModel(CostProfile profile) : profile_(std::move(profile)) {
   kv_bytes_per_token_ = 2.0 * double(m.num_layers) * kv * profile_.kv_bytes_per_element;
 }
 
+double CostModel::ridge_tokens() const {
+  const CostProfile& p = profile_;
+  const double read_s = weight_bytes_ / (p.memory_bandwidth_bytes_per_s * p.gemm_bandwidth_efficiency);
+  const double per_token_s = 2.0 * (matmul_params_ - lm_head_params_) / (p.peak_flops * p.gemm_compute_efficiency);
+  return read_s / per_token_s;
+}
+
 StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   StepCost c;
   if (seqs.empty()) return c;

@@ -68,6 +68,9 @@ class CostModel {
   // Weights read by one step: every matrix except the embedding table (a row gather).
   double weight_bytes_per_step() const { return weight_bytes_; }
   double kv_bytes_per_token() const { return kv_bytes_per_token_; }
+  // Tokens in a step past which its matrix products take longer to compute than to read their
+  // weights (the roofline's ridge, LM head aside): steps wider than this are compute-bound.
+  double ridge_tokens() const;
   // The weights one step reads through matrix products (the LM head included).
   static double matmul_params(const ModelConfig& m);
 

@@ -7,6 +7,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -16,6 +17,7 @@
 #include "bench/completion_stream.h"
 #include "bench/http_url.h"
 #include "bench/keep_alive_connection.h"
+#include "bench/server_resources.h"
 #include "bench/step_profile_report.h"
 #include "core/error.h"
 
@@ -93,9 +95,8 @@ std::string check_server(net::io_context& ioc, const Server& server, const std::
        server.url);
 }
 
-// The server's step-profile totals from GET /metrics; nullopt, and why in `unavailable`, when
-// it exports none (a server other than Optimate's) or does not answer.
-std::optional<StepProfile> fetch_step_profile(net::io_context& ioc, const Server& server, std::string& unavailable) {
+// GET /metrics: the text, or nullopt and why in `unavailable`.
+std::optional<std::string> fetch_metrics(net::io_context& ioc, const Server& server, std::string& unavailable) {
   Reply reply;
   const HttpRequest request = make_request(http::verb::get, "/metrics", server, "");
   net::co_spawn(ioc, fetch(server, request, reply), rethrow);
@@ -105,8 +106,15 @@ std::optional<StepProfile> fetch_step_profile(net::io_context& ioc, const Server
                                                 : "GET /metrics: " + reply.transport_error;
     return std::nullopt;
   }
+  return std::move(reply.body);
+}
+
+// The server's step-profile totals; nullopt, and why in `unavailable`, when it exports none (a
+// server other than Optimate's).
+std::optional<StepProfile> step_profile_of(const std::optional<std::string>& metrics, std::string& unavailable) {
+  if (!metrics) return std::nullopt;
   bool found = false;
-  StepProfile p = parse_step_profile(reply.body, found);
+  StepProfile p = parse_step_profile(*metrics, found);
   if (!found) {
     unavailable = "the server's /metrics has no optimate:engine_step_phase_seconds (not an Optimate server)";
     return std::nullopt;
@@ -122,6 +130,8 @@ struct RunState {
   RunResult& run;
   Clock::time_point t0;
   std::vector<int64_t> follower;  // the next turn of each request (-1: none)
+  std::vector<ResourceScrape> scrapes{};  // the server's resources during the run
+  net::steady_timer* poll_timer = nullptr;  // cancelled when the last request is done
   size_t num_independent = 0;     // requests sent at their arrival time; the rest follow one
   size_t next = 0;
   int64_t done = 0;
@@ -165,8 +175,29 @@ net::awaitable<void> worker(RunState& s) {
       reader.finish(s.now_s(), error);
       ++s.done;
       if (s.progress) s.progress(s.done, static_cast<int64_t>(requests.size()), s.now_s());
+      if (s.done == static_cast<int64_t>(requests.size()) && s.poll_timer) s.poll_timer->cancel();
     }
   }
+}
+
+// Reads the server's resources every `interval` until every request is done, on a connection of
+// its own; a failed scrape is skipped.
+net::awaitable<void> poll_resources(RunState& s, std::chrono::milliseconds interval) {
+  net::steady_timer timer(co_await net::this_coro::executor);
+  s.poll_timer = &timer;
+  const int64_t total = static_cast<int64_t>(s.workload.requests.size());
+  const HttpRequest request = make_request(http::verb::get, "/metrics", s.server, "");
+  while (s.done < total) {
+    timer.expires_after(interval);
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (s.done >= total) break;
+    Reply reply;
+    co_await fetch(s.server, request, reply);
+    if (reply.transport_error.empty() && reply.status == 200)
+      s.scrapes.push_back({s.now_s(), parse_server_resources(reply.body)});
+  }
+  s.poll_timer = nullptr;
 }
 
 int64_t num_connections(const Workload& workload, const HttpTargetOptions& options) {
@@ -197,16 +228,30 @@ RunResult run_http(const std::string& url, const Workload& workload, const HttpT
   RunResult run;
   run.target = url;
   run.records.resize(workload.requests.size());
-  const std::optional<StepProfile> before = fetch_step_profile(ioc, server, run.step_profile_unavailable);
+  std::string metrics_unavailable;
+  const std::optional<std::string> metrics_before = fetch_metrics(ioc, server, metrics_unavailable);
+  const std::optional<StepProfile> before = step_profile_of(metrics_before, run.step_profile_unavailable);
   RunState state{workload, server, model, progress, run, Clock::now(), followers(workload)};
   state.num_independent = num_independent(workload);
   for (int64_t c = 0; c < connections; ++c) net::co_spawn(ioc, worker(state), rethrow);
+  if (metrics_before && options.resource_poll_ms > 0)
+    net::co_spawn(ioc, poll_resources(state, std::chrono::milliseconds(options.resource_poll_ms)), rethrow);
   run_to_end(ioc);
+  const double wall_s = state.now_s();
+  const std::optional<std::string> metrics_after = fetch_metrics(ioc, server, metrics_unavailable);
   // Without the series before the run (an older server that creates them on its first step),
   // the totals after it are the run's when the server started fresh.
-  if (const std::optional<StepProfile> after = fetch_step_profile(ioc, server, run.step_profile_unavailable)) {
+  if (const std::optional<StepProfile> after = step_profile_of(metrics_after, run.step_profile_unavailable)) {
     run.step_profile = before ? step_profile_delta(*after, *before) : *after;
     run.step_profile_unavailable.clear();
+  } else if (!metrics_after) {
+    run.step_profile_unavailable = metrics_unavailable;
+  }
+  if (metrics_before && metrics_after) {
+    server_usage(parse_server_resources(*metrics_before), state.scrapes, parse_server_resources(*metrics_after),
+                 wall_s, run.gpu, run.host);
+  } else {
+    run.gpu.unavailable = run.host.unavailable = metrics_unavailable;
   }
   return run;
 }

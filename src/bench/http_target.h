@@ -25,6 +25,9 @@ struct HttpTargetOptions {
   std::string api_key;          // sent as "Authorization: Bearer KEY" when not empty
   int64_t max_concurrency = 0;  // requests in flight; 0: the closed loop's, else kDefaultMaxConnections
   double timeout_s = 600.0;     // a request fails when the server sends nothing for this long
+  // How often the server's resources (GPU utilization and memory, the process's) are read from
+  // its /metrics during the run; 0: only before and after it.
+  int64_t resource_poll_ms = 500;
 };
 
 // Records one request per workload request, in workload order. Failures of single requests

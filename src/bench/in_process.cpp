@@ -3,13 +3,16 @@
 #include "bench/step_profile_report.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <optional>
 #include <queue>
 #include <thread>
 #include <unordered_map>
 
 #include "bench/gpu_monitor.h"
 #include "core/error.h"
+#include "metrics/process_usage.h"
 
 namespace optimate::bench {
 namespace {
@@ -60,6 +63,10 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   const std::unique_ptr<GpuMonitor> gpu =
       target.device == "cuda" ? start_gpu_monitor()
       : std::make_unique<GpuMonitor>(nullptr, target.device == "sim" ? "simulated backend" : target.device + " backend");
+  // The CPU time and peak memory of this process, which runs the model (not the simulator's).
+  const bool host_measured = target.device != "sim" && metrics::reset_peak_resident();
+  const std::optional<metrics::ProcessUsage> host_before = metrics::read_process_usage();
+  const auto host_t0 = std::chrono::steady_clock::now();
   RunResult run;
   run.target = target.target;
   run.records.resize(requests.size());
@@ -198,6 +205,17 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
   run.engine = engine_totals(stats_before, after);
   run.step_profile = step_profile_delta(after.step_profile, stats_before.step_profile);
   run.gpu = gpu->stop();
+  const std::optional<metrics::ProcessUsage> host_after = metrics::read_process_usage();
+  if (target.device == "sim") {
+    run.host.unavailable = "simulated backend";
+  } else if (!host_measured || !host_before || !host_after) {
+    run.host.unavailable = "the process's CPU time and peak memory cannot be read here (/proc/self)";
+  } else {
+    run.host.cpu_seconds = host_after->cpu_seconds - host_before->cpu_seconds;
+    run.host.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_t0).count();
+    run.host.num_cpus = host_after->num_cpus;
+    run.host.peak_resident_bytes = host_after->peak_resident_bytes;
+  }
   return run;
 }
 

@@ -101,7 +101,12 @@ json summary_to_json(const RunSummary& r) {
           {"max_kv_usage", num(r.max_kv_usage)},
           {"gpu", {{"device", r.gpu_device}, {"unavailable", r.gpu_unavailable},
                    {"util_pct", stats_json(r.gpu_util_pct)}, {"memory_used_gib", stats_json(r.gpu_memory_used_gib)},
-                   {"memory_total_gib", num(r.gpu_memory_total_gib)}}}};
+                   {"memory_total_gib", num(r.gpu_memory_total_gib)}, {"util_mean_pct", num(r.gpu_util_mean_pct)},
+                   {"util_source", r.gpu_util_source}, {"memory_peak_gib", num(r.gpu_memory_peak_gib)}}},
+          {"host", {{"unavailable", r.host_unavailable}, {"cpu_util_pct", num(r.cpu_util_pct)},
+                    {"cpu_seconds", num(r.cpu_seconds)}, {"num_cpus", r.num_cpus}, {"peak_rss_gib", num(r.peak_rss_gib)}}},
+          {"price_per_hour", num(r.price_per_hour)},
+          {"usd_per_million_output_tokens", num(r.usd_per_million_output_tokens)}};
 }
 
 json run_to_json(const RunResult& run, const RunSummary& summary) {

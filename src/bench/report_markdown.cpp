@@ -57,7 +57,12 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   const bool has_host_tier = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) {
     return r.engine.host_prefix_queries_tokens > 0;
   });
-  const bool has_gpu = std::any_of(runs.begin(), runs.end(), [](const RunSummary& r) { return r.gpu_util_pct.count > 0; });
+  auto any = [&](double RunSummary::*field) {
+    return std::any_of(runs.begin(), runs.end(), [&](const RunSummary& r) { return std::isfinite(r.*field); });
+  };
+  const bool has_gpu = any(&RunSummary::gpu_util_mean_pct) || any(&RunSummary::gpu_memory_peak_gib);
+  const bool has_cpu = any(&RunSummary::cpu_util_pct);
+  const bool has_cost = any(&RunSummary::usd_per_million_output_tokens);
 
   std::vector<Column> cols = {
       {"Throughput (out tok/s)", 0, [](const RunSummary& r, int64_t, int64_t) { return r.output_throughput; }},
@@ -89,8 +94,18 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   }
   if (has_steps)
     cols.push_back({"Busy %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.busy_fraction * 100.0; }});
-  if (has_gpu)
-    cols.push_back({"GPU util %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.gpu_util_pct.mean; }});
+  // The seed's resource columns: the GPU's, or the CPU's for a run on the CPU; and the cost.
+  if (has_gpu) {
+    cols.push_back({"GPU util %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.gpu_util_mean_pct; }});
+    cols.push_back({"GPU mem (GiB)", 1, [](const RunSummary& r, int64_t, int64_t) { return r.gpu_memory_peak_gib; }});
+  }
+  if (has_cpu) {
+    cols.push_back({"CPU util %", 1, [](const RunSummary& r, int64_t, int64_t) { return r.cpu_util_pct; }});
+    cols.push_back({"Peak RSS (GiB)", 2, [](const RunSummary& r, int64_t, int64_t) { return r.peak_rss_gib; }});
+  }
+  if (has_cost)
+    cols.push_back({"$/M out tok", 3,
+                    [](const RunSummary& r, int64_t, int64_t) { return r.usd_per_million_output_tokens; }});
 
   out += "| Scenario | Configuration |";
   std::string rule = "|---|---|";
@@ -106,11 +121,21 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
       out += " " + with_delta(c.get(r, high, low), c.get(base, high, low), c.decimals, i == 0) + " |";
     out += "\n";
   }
-  if (!has_gpu) {
-    std::set<std::string> why;
-    for (const auto& r : runs) why.insert(r.gpu_unavailable);
-    out += fmt::format("\nGPU utilization: not sampled ({}).\n", fmt::join(why, "; "));
+  std::set<std::string> gpu_why, host_why, engine_busy, prices;
+  for (const auto& r : runs) {
+    if (!std::isfinite(r.gpu_util_mean_pct)) gpu_why.insert(r.gpu_unavailable);
+    if (!std::isfinite(r.cpu_util_pct)) host_why.insert(r.host_unavailable);
+    if (r.gpu_util_source == "engine busy time") engine_busy.insert(r.label);
+    if (r.price_per_hour > 0) prices.insert(fmt::format("${:.2f}/hour", r.price_per_hour));
   }
+  if (!has_gpu) out += fmt::format("\nGPU utilization: not sampled ({}).\n", fmt::join(gpu_why, "; "));
+  if (!engine_busy.empty())
+    out += fmt::format("\nGPU util of {}: the engine's device busy time over the run (no NVML reading).\n",
+                       fmt::join(engine_busy, ", "));
+  if (has_cpu)
+    out += "\nCPU util: the process's CPU time over the run's wall time and the CPUs it may use; peak RSS: its "
+           "resident memory's high-water mark during the run.\n";
+  if (has_cost) out += fmt::format("\nCost at {} per run's wall time.\n", fmt::join(prices, ", "));
 
   out += "\n### All metrics\n\n| Metric |";
   rule = "|---|";
@@ -163,10 +188,17 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
     row("Max KV usage (%)", [](const RunSummary& r) { return r.max_kv_usage * 100.0; }, 1);
   }
   if (has_gpu) {
-    row("Mean GPU util (%)", [](const RunSummary& r) { return r.gpu_util_pct.mean; }, 1);
-    row("Max GPU util (%)", [](const RunSummary& r) { return r.gpu_util_pct.max; }, 1);
-    row("Max GPU memory used (GiB)", [](const RunSummary& r) { return r.gpu_memory_used_gib.max; }, 2);
+    row("Mean GPU util (%)", [](const RunSummary& r) { return r.gpu_util_mean_pct; }, 1);
+    row("Max GPU util (%)", [](const RunSummary& r) { return r.gpu_util_pct.count ? r.gpu_util_pct.max : NAN; }, 1);
+    row("Max GPU memory used (GiB)", [](const RunSummary& r) { return r.gpu_memory_peak_gib; }, 2);
   }
+  if (has_cpu) {
+    row("CPU util (%)", [](const RunSummary& r) { return r.cpu_util_pct; }, 1);
+    row("CPU time (s)", [](const RunSummary& r) { return r.cpu_seconds; }, 2);
+    row("CPUs", [](const RunSummary& r) { return r.num_cpus > 0 ? double(r.num_cpus) : NAN; }, 0);
+    row("Peak RSS (GiB)", [](const RunSummary& r) { return r.peak_rss_gib; }, 3);
+  }
+  if (has_cost) row("Cost ($ per million output tokens)", [](const RunSummary& r) { return r.usd_per_million_output_tokens; }, 4);
 
   if (has_classes) {
     out += "\n### Per priority\n\n| Scenario | Class (priority) | Requests | Mean TTFT (ms) | P99 TTFT (ms) "

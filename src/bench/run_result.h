@@ -55,6 +55,22 @@ struct GpuUsage {
   std::string device;       // "NVIDIA H200 (NVML index 0)"
   double memory_total_bytes = 0.0;
   std::vector<GpuSample> samples;
+  // The engine's own device allocations (weights and the KV cache it planned): the memory
+  // figure where NVML cannot be read (a server's optimate:engine_memory_bytes); 0 if unknown.
+  double engine_memory_bytes = 0.0;
+  // The device's busy share of the run from the engine's own step timing (a server's
+  // optimate:device_busy_seconds): the utilization figure where NVML cannot be read; NaN if unknown.
+  double engine_busy_pct = std::numeric_limits<double>::quiet_NaN();
+};
+
+// CPU time and memory of the process that ran the model, over the run: the benchmark's own
+// (in-process targets) or the server's (--url, from its /metrics).
+struct HostUsage {
+  std::string unavailable;   // why nothing was measured ("" when measured)
+  double cpu_seconds = 0.0;  // user + system time during the run
+  double wall_s = 0.0;       // the span it was measured over
+  int64_t num_cpus = 0;      // CPUs the process may run on
+  double peak_resident_bytes = 0.0;  // the resident set's high-water mark during the run
 };
 
 // What the engine did over the run (in-process and simulated targets): prefix-cache lookups
@@ -80,6 +96,8 @@ struct RunResult {
   int64_t num_preemptions = 0;  // engine-wide count (in-process targets)
   EngineTotals engine;          // in-process targets
   GpuUsage gpu;
+  HostUsage host;
+  double price_per_hour = 0.0;  // what an hour of the target costs (--price-per-hour); 0: not given
   // The engine's account of where the run's time went: in-process, or from an Optimate
   // server's /metrics before and after the run; absent otherwise, and why.
   std::optional<StepProfile> step_profile;

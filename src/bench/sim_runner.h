@@ -31,6 +31,8 @@ class SimModelRunner final : public ModelRunner {
   // exceed the largest prompt token id, and keeping it small keeps sampling cheap. The step
   // cost still uses the profile's vocabulary. Rows are all zero, so greedy sampling picks token
   // 0; the model has no EOS, so every request runs to max_tokens.
+  // `kv_finest`: the kv_quant optimizer's precision when it is configured; the cache is then
+  // laid out in pages that hold full-precision or quantized blocks, in the profile's KV memory.
   SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
                  kv::HostTierSlots host_tier = {}, std::optional<kv::KvPrecision> finest = std::nullopt,
                  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken);

@@ -1,5 +1,7 @@
 #include "bench/step_profile_report.h"
 
+#include "bench/metrics_text.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -9,49 +11,6 @@
 
 namespace optimate::bench {
 namespace {
-
-// One sample line: name{k="v",...} value. False for comments and malformed lines.
-bool parse_sample(std::string_view line, std::string& name, std::map<std::string, std::string>& labels,
-                  double& value) {
-  labels.clear();
-  if (line.empty() || line.front() == '#') return false;
-  const size_t brace = line.find('{');
-  const size_t space = line.find(' ');
-  if (space == std::string_view::npos) return false;
-  size_t pos = 0;
-  if (brace != std::string_view::npos && brace < space) {
-    name = std::string(line.substr(0, brace));
-    pos = brace + 1;
-    while (pos < line.size() && line[pos] != '}') {
-      const size_t eq = line.find('=', pos);
-      if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return false;
-      std::string key(line.substr(pos, eq - pos)), v;
-      size_t i = eq + 2;
-      for (; i < line.size() && line[i] != '"'; ++i) {
-        if (line[i] == '\\' && i + 1 < line.size()) {
-          ++i;
-          v += line[i] == 'n' ? '\n' : line[i];
-        } else {
-          v += line[i];
-        }
-      }
-      if (i >= line.size()) return false;
-      labels[key] = v;
-      pos = i + 1;
-      if (pos < line.size() && line[pos] == ',') ++pos;
-    }
-    if (pos >= line.size()) return false;
-    ++pos;  // '}'
-  } else {
-    name = std::string(line.substr(0, space));
-    pos = space;
-  }
-  while (pos < line.size() && line[pos] == ' ') ++pos;
-  const std::string number(line.substr(pos, line.find(' ', pos) - pos));
-  char* end = nullptr;
-  value = std::strtod(number.c_str(), &end);
-  return end != number.c_str();
-}
 
 std::string label(const std::map<std::string, std::string>& labels, const char* key) {
   const auto it = labels.find(key);
@@ -79,15 +38,8 @@ double total(const std::map<std::string, double>& m) {
 StepProfile parse_step_profile(std::string_view text, bool& found) {
   StepProfile p;
   found = false;
-  std::string name;
-  std::map<std::string, std::string> labels;
-  double value = 0;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.starts_with("optimate:") || !parse_sample(line, name, labels, value) || !std::isfinite(value)) continue;
+  for_each_metric_sample(text, [&](const std::string& name, const std::map<std::string, std::string>& labels,
+                                   double value) {
     if (name == "optimate:engine_step_phase_seconds_total") {
       p.phase_seconds[label(labels, "phase")] += value;
     } else if (name == "optimate:engine_steps_total") {
@@ -99,10 +51,10 @@ StepProfile parse_step_profile(std::string_view text, bool& found) {
     } else if (name == "optimate:device_stage_seconds_total") {
       p.stage_seconds[{label(labels, "kind"), label(labels, "stage")}] += value;
     } else {
-      continue;
+      return;
     }
     found = true;
-  }
+  });
   return p;
 }
 

@@ -104,6 +104,29 @@ RunSummary summarize(const RunResult& run) {
   out.gpu_util_pct = sample_stats(util);
   out.gpu_memory_used_gib = sample_stats(memory_gib);
   out.gpu_memory_total_gib = run.gpu.memory_total_bytes / kGiB;
+  if (out.gpu_util_pct.count > 0) {
+    out.gpu_util_mean_pct = out.gpu_util_pct.mean;
+    out.gpu_util_source = "NVML";
+  } else if (std::isfinite(run.gpu.engine_busy_pct)) {
+    out.gpu_util_mean_pct = run.gpu.engine_busy_pct;
+    out.gpu_util_source = "engine busy time";
+  }
+  if (out.gpu_memory_used_gib.count > 0) out.gpu_memory_peak_gib = out.gpu_memory_used_gib.max;
+  else if (run.gpu.engine_memory_bytes > 0) out.gpu_memory_peak_gib = run.gpu.engine_memory_bytes / kGiB;
+
+  const HostUsage& host = run.host;
+  out.host_unavailable = host.unavailable;
+  if (host.unavailable.empty() && host.wall_s > 0 && host.num_cpus > 0) {
+    out.cpu_seconds = host.cpu_seconds;
+    out.num_cpus = host.num_cpus;
+    out.cpu_util_pct = 100.0 * host.cpu_seconds / (host.wall_s * static_cast<double>(host.num_cpus));
+    out.peak_rss_gib = host.peak_resident_bytes / kGiB;
+  } else if (host.unavailable.empty()) {
+    out.host_unavailable = "not measured";
+  }
+  out.price_per_hour = run.price_per_hour;
+  if (run.price_per_hour > 0 && out.output_throughput > 0)
+    out.usd_per_million_output_tokens = run.price_per_hour / 3600.0 / out.output_throughput * 1e6;
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,6 +60,21 @@ struct RunSummary {
   SampleStats gpu_util_pct;
   SampleStats gpu_memory_used_gib;
   double gpu_memory_total_gib = 0.0;
+  // The seed's resource columns, NaN where the target cannot tell: the GPU's mean utilization
+  // (NVML, else the engine's device busy share: `gpu_util_source`) and the most memory it used
+  // (NVML, else the engine's own allocations); the CPU's utilization (process CPU time over the
+  // run's CPUs and wall time) and the peak resident memory.
+  double gpu_util_mean_pct = std::numeric_limits<double>::quiet_NaN();
+  std::string gpu_util_source;  // "NVML" or "engine busy time"
+  double gpu_memory_peak_gib = std::numeric_limits<double>::quiet_NaN();
+  double cpu_util_pct = std::numeric_limits<double>::quiet_NaN();
+  double cpu_seconds = std::numeric_limits<double>::quiet_NaN();
+  int64_t num_cpus = 0;
+  double peak_rss_gib = std::numeric_limits<double>::quiet_NaN();
+  std::string host_unavailable;
+  // Cost: dollars per million output tokens at --price-per-hour (NaN without a price).
+  double price_per_hour = 0.0;
+  double usd_per_million_output_tokens = std::numeric_limits<double>::quiet_NaN();
 };
 
 RunSummary summarize(const RunResult& run);

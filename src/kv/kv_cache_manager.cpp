@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/logging.h"
 
 namespace optimate::kv {
 
@@ -117,6 +118,10 @@ bool KvCacheManager::allocate(SeqId seq, int64_t num_computed, int64_t num_new,
   table.num_cached_blocks = std::max(table.num_cached_blocks,
                                      static_cast<int64_t>(hit.block_ids.size() + restored.size()));
   table.block_ids.insert(table.block_ids.end(), fresh.begin(), fresh.end());
+  if (need + num_restored + static_cast<int64_t>(hit.block_ids.size()) > 0)
+    spdlog::debug("KV pool: sequence {} grows by {} {} blocks ({} prefix-cache hits, {} restored from the host tier) "
+                  "to {}; {:.1f}% of the pool in use", seq, need, kv_precision_name(precision), hit.block_ids.size(),
+                  num_restored, table.block_ids.size(), 100.0 * pool_.usage());
   return true;
 }
 
@@ -164,6 +169,9 @@ void KvCacheManager::free(SeqId seq) {
   std::vector<int32_t> ids(it->second.block_ids.rbegin(), it->second.block_ids.rend());
   pool_.release(ids);
   tables_.erase(it);
+  if (!ids.empty())
+    spdlog::debug("KV pool: sequence {} releases {} blocks; {:.1f}% of the pool in use", seq, ids.size(),
+                  100.0 * pool_.usage());
 }
 
 int64_t KvCacheManager::num_slots_for_tokens(SeqId seq, int64_t num_computed) const {

@@ -1,4 +1,5 @@
 // load_model: picks the loader, then assembles and checks the weights.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -189,7 +190,17 @@ namespace {
 LoadedModel load(const std::string& path, LoadFormat format, bool with_weights) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status)) fail(ErrorCode::kNotFound, "model '{}' does not exist", path);
+  if (ec || !fs::exists(status)) {
+    // "org/name" with no extension: a Hugging Face Hub id, which nothing here downloads.
+    const fs::path p(path);
+    if (std::count(path.begin(), path.end(), '/') == 1 && !p.is_absolute() && !p.has_extension() && path[0] != '.')
+      fail(ErrorCode::kNotFound,
+           "model '{}' does not exist. Optimate loads local model files only (a GGUF file, or a Hugging Face folder "
+           "with config.json and *.safetensors); for the Hugging Face Hub model '{}', download it first "
+           "(`huggingface-cli download {} --local-dir models/{}`) and pass the folder", path, path, path,
+           p.filename().string());
+    fail(ErrorCode::kNotFound, "model '{}' does not exist", path);
+  }
   LoadedModel model;
   if (fs::is_directory(status)) {
     const bool has_config = fs::exists(fs::path(path) / "config.json");

@@ -113,11 +113,14 @@ PolicySet OptimizerRegistry::build(const OptimizerSpec& spec, const BuildContext
 }
 
 OptimizerInfo OptimizerRegistry::describe(const std::string& name, const BuildContext& context) const {
-  const Entry& e = entry(name);
-  const OptimizerSpec none{name, {}};
-  OptionReader reader(none);
+  return describe(OptimizerSpec{name, {}}, context);
+}
+
+OptimizerInfo OptimizerRegistry::describe(const OptimizerSpec& spec, const BuildContext& context) const {
+  const Entry& e = entry(spec.name);
+  OptionReader reader(spec);
   e.factory(reader, context);
-  return {name, e.description, reader.read()};
+  return {spec.name, e.description, reader.read()};
 }
 
 PolicySet OptimizerRegistry::build_all(const std::vector<OptimizerSpec>& specs,

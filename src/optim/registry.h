@@ -76,6 +76,9 @@ class OptimizerRegistry {
   PolicySet build(const OptimizerSpec& spec, const BuildContext& context = {}) const;
   // The optimizer's options and their defaults, found by building it with none set.
   OptimizerInfo describe(const std::string& name, const BuildContext& context = {}) const;
+  // The same, built with `spec`'s options: the options it reads may depend on them (the
+  // priority optimizer's per-level bounds follow its `levels`). Unknown keys are not errors here.
+  OptimizerInfo describe(const OptimizerSpec& spec, const BuildContext& context = {}) const;
   // Builds every enabled spec and merges them; two optimizers claiming the same slot is an
   // Error(kInvalidArgument). Empty slots stay empty (see with_baselines).
   PolicySet build_all(const std::vector<OptimizerSpec>& specs, const BuildContext& context = {}) const;

@@ -13,6 +13,7 @@
 #include "bench/sse_parser.h"
 #include "core/error.h"
 #include "metrics/registry.h"
+#include "metrics/resource_metrics.h"
 #include "metrics/step_profile_metrics.h"
 #include "scripted_server.h"
 #include "server/harness.h"
@@ -286,7 +287,10 @@ TEST(HttpTarget, TakesTheEngineProfileFromTheServersMetrics) {
           {{"decode", 3.0 * k}}, {{"decode", static_cast<int64_t>(k)}}, {{{"decode", "attention"}, 0.25 * k}});
     return registry.render();
   };
-  const RunResult run = run_http(s.url(), scripted_workload({"ok", "ok"}, 1, ArrivalKind::kClosedLoop), {});
+  HttpTargetOptions before_and_after;  // two scrapes exactly: none between
+  before_and_after.resource_poll_ms = 0;
+  const RunResult run =
+      run_http(s.url(), scripted_workload({"ok", "ok"}, 1, ArrivalKind::kClosedLoop), before_and_after);
   ASSERT_TRUE(run.step_profile.has_value()) << run.step_profile_unavailable;
   EXPECT_NEAR(run.step_profile->phase_seconds.at("forward"), 8.0, 1e-9);
   EXPECT_EQ(run.step_profile->steps.at("decode"), 20);
@@ -298,7 +302,38 @@ TEST(HttpTarget, TakesTheEngineProfileFromTheServersMetrics) {
   const RunResult none = run_http(other.url(), scripted_workload({"ok"}, 1, ArrivalKind::kClosedLoop), {});
   EXPECT_FALSE(none.step_profile.has_value());
   EXPECT_EQ(none.step_profile_unavailable, "GET /metrics answered HTTP 404");
+  EXPECT_EQ(none.gpu.unavailable, "GET /metrics answered HTTP 404");
+  EXPECT_EQ(none.host.unavailable, "GET /metrics answered HTTP 404");
   EXPECT_TRUE(none.records[0].success);
+}
+
+// A GPU server's resources, as metrics::ResourceMetrics and StepProfileMetrics export them.
+class FixedGpu final : public metrics::GpuProbe {
+ public:
+  std::string device() const override { return "NVIDIA H200"; }
+  std::optional<metrics::GpuReading> read() override { return metrics::GpuReading{87.0, 120e9, 140e9}; }
+};
+
+TEST(HttpTarget, TakesTheServersResourcesFromItsMetrics) {
+  ScriptedServer s;
+  s.metrics = [](int64_t scrape) {
+    metrics::Registry registry;
+    metrics::StepProfileMetrics profile(registry, "m");
+    const int64_t k = scrape == 0 ? 1 : 3;
+    profile.set({{"forward", 2.0 * double(k)}}, {{"decode", k}}, {{"decode", 0.5 * double(k)}}, {}, {});
+    metrics::ResourceMetrics resources(registry, "m", {"cuda", 16e9, 100e9}, std::make_unique<FixedGpu>());
+    return registry.render();
+  };
+  HttpTargetOptions options;
+  options.resource_poll_ms = 0;
+  const RunResult run = run_http(s.url(), scripted_workload({"ok", "ok"}, 1, ArrivalKind::kClosedLoop), options);
+  EXPECT_EQ(run.gpu.unavailable, "the server reads no NVML: its engine's busy time and allocations instead");
+  EXPECT_DOUBLE_EQ(run.gpu.engine_memory_bytes, 116e9);
+  ASSERT_TRUE(std::isfinite(run.gpu.engine_busy_pct));
+  EXPECT_GT(run.gpu.engine_busy_pct, 0.0);  // 1 s of device time over the run's wall time
+  EXPECT_TRUE(run.host.unavailable.empty()) << run.host.unavailable;
+  EXPECT_GE(run.host.num_cpus, 1);
+  EXPECT_GT(run.host.peak_resident_bytes, 0.0);
 }
 
 

@@ -58,6 +58,13 @@ def test_bench_url_counts_what_the_server_counts(server, tmp_path):
             times = record["token_times_s"]
             assert record["arrival_s"] <= record["first_token_s"] == times[0] <= times[-1] <= record["finish_s"]
         assert summary["ttft_ms"]["mean"] > 0 and summary["output_throughput"] > 0
+    # The server's resources, read from its /metrics: a CPU server, so CPU time and peak RSS.
+    for run in report["runs"]:
+        host, gpu = run["summary"]["host"], run["summary"]["gpu"]
+        assert host["unavailable"] == "" and 0 < host["cpu_util_pct"] <= 100, host
+        assert host["peak_rss_gib"] > 0.05, host
+        assert gpu["unavailable"] == "the server runs on the cpu", gpu
+    assert "| CPU util % | Peak RSS (GiB) |" in stdout
     generated = server.metric("vllm:generation_tokens_total") - tokens_before
     assert generated == 2 * NUM_REQUESTS * OUTPUT_TOKENS
     assert "| first |" in stdout and "| second |" in stdout
