@@ -633,11 +633,11 @@ PY
   note "moe exit $moe_status"
 fi
 # Every stage's status: the summary names each, and the script fails if any did.
-all_status=""
+stage_statuses=""
 failed=0
-for v in $(compgen -v | grep '_status$'); do
-  all_status+="${v%_status} exit ${!v}, "
-  [[ ${!v} -eq 0 ]] || failed=1
+for v in $(compgen -v | grep -E '^[a-z0-9]+_status$'); do
+  stage_statuses+="${v%_status} exit ${!v:-?}, "
+  [[ "${!v:-1}" == 0 ]] || failed=1
 done
-note "${all_status%, }"
+note "${stage_statuses%, }"
 [[ $failed -eq 0 ]]

@@ -70,10 +70,10 @@ std::vector<std::string> startup_summary(const Engine& engine) {
       kv.num_layers, limits.max_model_len > 0 ? double(tokens) / double(limits.max_model_len) : 0.0,
       limits.max_model_len, limits.max_num_seqs, limits.max_num_batched_tokens,
       config.enable_prefix_caching ? "on" : "off"));
-  if (kv.num_host_slots > 0)
+  if (kv.num_host_slots() > 0)
     out.push_back(fmt::format("host KV tier: {} slots ({}) for swap preemption and evicted prefixes",
-                              kv.num_host_slots,
-                              gib(double(kv.num_host_slots) * double(kv.layout.slot_bytes) * 2.0 * double(kv.num_layers))));
+                              kv.num_host_slots(),
+                              gib(double(kv.num_host_slots()) * double(kv.layout.slot_bytes) * 2.0 * double(kv.num_layers))));
   return out;
 }
 

@@ -25,4 +25,8 @@ struct KernelFamily {
 //   q8_kernel    the CPU's integer dot products: avx512-vnni or avx2, where the processor has both
 inline constexpr std::array<std::string_view, 3> kKernelFamilyNames = {"sampling", "elementwise", "q8_kernel"};
 
+// Error(kInvalidArgument): the runner has no such family (defined out of line, so a header that
+// declares runners stays free of the formatting library CUDA sources cannot compile).
+[[noreturn]] void fail_unknown_kernel_family(std::string_view family);
+
 }  // namespace optimate

@@ -9,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/error.h"
 #include "core/kernel_family.h"
 #include "model/model_config.h"
 #include "runner/step_batch.h"
@@ -73,7 +72,7 @@ class ModelRunner {
   // Runs `variant` of `family` from the next step on. Error(kInvalidArgument) for a family or a
   // variant kernel_families() does not list.
   virtual void set_kernel_variant(std::string_view family, std::string_view variant) {
-    fail(ErrorCode::kInvalidArgument, "this runner has no kernel family '{}'", family);
+    fail_unknown_kernel_family(family);
   }
   // What the runner measured of its last forward (or last collected launch); false when it measures nothing (the CPU
   // runner, whose steps are the host's time).

@@ -138,10 +138,13 @@ TEST_P(Qwen3MoeCuda, LogitsAndGreedyTokensFollowTransformers) {
     const auto want = runs[g].at("ids").get<std::vector<int32_t>>();
     const auto lead = entry.at("greedy_margins")[g].get<std::vector<float>>();
     const auto alone = greedy(runner, {prompts[g]}, want.size())[0];
-    for (size_t i = 0; i < want.size(); ++i) {
+    // Tokens must agree while transformers' lead over its runner-up exceeds what bf16 rounding
+    // can move; at a near-tie (some fixtures' first step leads by 0.01) either token is right,
+    // and the sequences may part from there.
+    for (size_t i = 0; i < want.size() && lead[i] >= 2 * bound; ++i) {
       EXPECT_EQ(alone[i], want[i]) << "prompt " << g << " step " << i << " alone";
       EXPECT_EQ(together[g][i], want[i]) << "prompt " << g << " step " << i << " in a batch of two";
-      if (alone[i] != want[i] || together[g][i] != want[i] || lead[i] < 2 * bound) break;
+      if (alone[i] != want[i] || together[g][i] != want[i]) break;
     }
   }
   (void)vocab;

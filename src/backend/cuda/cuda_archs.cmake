@@ -17,7 +17,7 @@ set(OPTIMATE_CUDA_ARCHS "80;86;89;90a" CACHE STRING
     "compute capabilities the CUDA backend serves, e.g. 80;86;89;90a (90a: Hopper)")
 
 set(OPTIMATE_CUDA_FP8_SOURCES activation.cu fp8_quantize.cu gemv.cu gemv_mma.cu kv_cache_write.cu
-    kv_requantize.cu paged_attention.cu paged_attention_tc.cu prefill_attention.cu rmsnorm.cu rope_kv_write.cu)
+    kv_requantize.cu moe_gemm.cu paged_attention.cu paged_attention_tc.cu prefill_attention.cu rmsnorm.cu rope_kv_write.cu)
 set(OPTIMATE_CUDA_HOPPER_SOURCES paged_attention_heads.cu)
 
 # Sets <prefix>_PORTABLE, <prefix>_FP8 and <prefix>_HOPPER to nvcc -gencode flags.

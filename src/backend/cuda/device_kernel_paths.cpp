@@ -84,6 +84,12 @@ const KernelPaths& device_kernel_paths() {
   return device_kernel_paths(device);
 }
 
+int64_t max_dynamic_smem(const void* kernel) {
+  cudaFuncAttributes attributes{};
+  OPTIMATE_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return device_kernel_paths().gpu.smem_block_optin_bytes - static_cast<int64_t>(attributes.sharedSizeBytes);
+}
+
 bool cuda_device_supported(int device, std::string* why) {
   try {
     device_kernel_paths(device);

@@ -215,14 +215,18 @@ void launch_kernel(const GemvParams& p, int split, int half_span, int64_t num_pa
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(M * p.k * 2) : 0;
   if (split == 0) split = pick_split(num_pairs, p.k, kChunk<kFp8>, resident_blocks<M, kFp8>(smem));
   if (smem > 48 * 1024) {
-    const int64_t optin = device_kernel_paths().gpu.smem_block_optin_bytes;
-    OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= optin, "an RMSNorm input of {} rows of {} takes {} bytes of "
-                         "shared memory; the GPU gives a block {}", M, p.k, smem, optin);
     static PerDeviceOnce raised;
-    once_per_device(raised, [optin] {
+    static std::array<int64_t, kMaxDevices> limit{};
+    const int device = once_per_device(raised, [] {
+      int d = 0;
+      OPTIMATE_CUDA_CHECK(cudaGetDevice(&d));
+      limit[static_cast<size_t>(d)] = max_dynamic_smem(reinterpret_cast<const void*>(gemv_kernel<M, kFp8>));
       OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<M, kFp8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(optin)));
+                                               static_cast<int>(limit[static_cast<size_t>(d)])));
     });
+    const int64_t smem_limit = limit[static_cast<size_t>(device)];
+    OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= smem_limit, "an RMSNorm input of {} rows of {} takes {} bytes "
+                         "of shared memory; the GPU gives this kernel {}", M, p.k, smem, smem_limit);
   }
   const int64_t pairs_per_block = kWarps / split;
   const unsigned blocks = static_cast<unsigned>((num_pairs + pairs_per_block - 1) / pairs_per_block);

@@ -230,14 +230,19 @@ void launch(const GemvParams& p, int split, int half_span, int64_t num_pairs, cu
   constexpr auto kernel = gemv_mma_kernel<kFp8, kU, kMinBlocks>;
   const GpuDescription& gpu = device_kernel_paths().gpu;
   static PerDeviceOnce raised;
-  once_per_device(raised, [&gpu] {
+  static std::array<int64_t, kMaxDevices> limit{};
+  const int device = once_per_device(raised, [] {
+    int d = 0;
+    OPTIMATE_CUDA_CHECK(cudaGetDevice(&d));
+    limit[static_cast<size_t>(d)] = max_dynamic_smem(reinterpret_cast<const void*>(kernel));
     OPTIMATE_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(gpu.smem_block_optin_bytes)));
+                                             static_cast<int>(limit[static_cast<size_t>(d)])));
   });
+  const int64_t smem_limit = limit[static_cast<size_t>(device)];
   const size_t smem = p.input == GemvInput::kRmsNorm ? static_cast<size_t>(p.m * p.k * 2) : 0;
-  OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= gpu.smem_block_optin_bytes, "an RMSNorm input of {} rows of "
-                       "{} takes {} bytes of shared memory; the GPU gives a block {}", p.m, p.k, smem,
-                       gpu.smem_block_optin_bytes);
+  OPTIMATE_SHAPE_CHECK(static_cast<int64_t>(smem) <= smem_limit, "an RMSNorm input of {} rows of "
+                       "{} takes {} bytes of shared memory; the GPU gives this kernel {}", p.m, p.k, smem,
+                       smem_limit);
   int per_sm = 0;
   OPTIMATE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kGemvThreads, smem));
   const GemvMmaGrid grid =

@@ -87,6 +87,10 @@ void check_gpu_features(const KernelPaths& paths, WeightQuantization quantizatio
 const KernelPaths& device_kernel_paths();
 const KernelPaths& device_kernel_paths(int device);
 
+// The dynamic shared memory `kernel` may opt into on the current GPU: the GPU's per-block limit
+// less the kernel's own static shared memory (cudaFuncSetAttribute refuses more).
+int64_t max_dynamic_smem(const void* kernel);
+
 // Whether the CUDA backend can serve on `device` (without throwing): --device auto falls back
 // to the CPU when it cannot.
 bool cuda_device_supported(int device, std::string* why = nullptr);

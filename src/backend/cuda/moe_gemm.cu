@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/e4m3.cuh"
 
 namespace optimate::cuda {
 namespace {
@@ -66,8 +67,7 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 
 // Two e4m3 codes (low byte first) as the bf16 pair of an mma fragment register.
 __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint16_t codes) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(codes));
+  const uint32_t h2 = e4m3x2_to_half2_bits(codes);
   const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
   return pack_bf16(f.x, f.y);
 }

@@ -18,13 +18,15 @@ inline constexpr int kMaxDevices = 64;
 
 using PerDeviceOnce = std::array<std::once_flag, kMaxDevices>;
 
-// Runs fn the first time the calling thread's current GPU gets here (again if fn threw).
+// Runs fn the first time the calling thread's current GPU gets here (again if fn threw);
+// returns that GPU.
 template <typename F>
-void once_per_device(PerDeviceOnce& flags, F&& fn) {
+int once_per_device(PerDeviceOnce& flags, F&& fn) {
   int device = 0;
   OPTIMATE_CUDA_CHECK(cudaGetDevice(&device));
   OPTIMATE_SHAPE_CHECK(device >= 0 && device < kMaxDevices, "GPU {} (at most {})", device, kMaxDevices);
   std::call_once(flags[static_cast<size_t>(device)], std::forward<F>(fn));
+  return device;
 }
 
 }  // namespace optimate::cuda

@@ -50,7 +50,8 @@ void sample_rows_fused(const float* logits, const GpuSampleRow* rows, int32_t* t
                        float* thresholds, int64_t num_rows, int64_t vocab, cudaStream_t stream);
 
 // The baseline: softmax, segmented sort of (probability, id), cumulative sum, cut, draw, each a
-// separate launch through device memory. Holds its scratch for up to max_rows rows.
+// separate launch through device memory. Holds its scratch for up to max_rows rows; thresholds
+// as sample_rows_fused's (optional).
 class UnfusedSampler {
  public:
   UnfusedSampler(int64_t max_rows, int64_t vocab);
@@ -68,6 +69,7 @@ class UnfusedSampler {
   DeviceBuffer<int32_t> sorted_ids_;  // (max_rows, vocab)
   DeviceBuffer<float> exclusive_sums_;// (max_rows, vocab) cumulative sum before each sorted entry
   DeviceBuffer<float> row_max_;       // (max_rows) max of logits / temperature
+  DeviceBuffer<float> thresholds_;    // (max_rows) the cut, when the caller wants none back
   DeviceBuffer<int32_t> offsets_;     // (max_rows + 1) segment starts
   DeviceBuffer<uint8_t> sort_temp_;
   int hist_copies_ = 8;               // the draw kernel's shared state (sampling_select.cuh)

@@ -165,6 +165,7 @@ UnfusedSampler::UnfusedSampler(int64_t max_rows, int64_t vocab) : max_rows_(max_
   sorted_ids_.resize(n);
   exclusive_sums_.resize(n);
   row_max_.resize(max_rows);
+  thresholds_.resize(max_rows);
   offsets_.resize(max_rows + 1);
   segment_offsets_kernel<<<static_cast<unsigned>((max_rows + 256) / 256), 256>>>(
       offsets_.get(), static_cast<int>(max_rows), static_cast<int>(vocab));
@@ -187,14 +188,14 @@ UnfusedSampler::UnfusedSampler(int64_t max_rows, int64_t vocab) : max_rows_(max_
 
 size_t UnfusedSampler::workspace_bytes() const {
   return probs_.bytes() + sorted_probs_.bytes() + ids_.bytes() + sorted_ids_.bytes() +
-         exclusive_sums_.bytes() + sort_temp_.bytes();
+         exclusive_sums_.bytes() + thresholds_.bytes() + sort_temp_.bytes();
 }
 
 void UnfusedSampler::sample(const float* logits, const GpuSampleRow* rows, int32_t* token_ids,
                             float* thresholds, int64_t num_rows, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(num_rows >= 0 && num_rows <= max_rows_, "num_rows {} (at most {})",
                        num_rows, max_rows_);
-  OPTIMATE_SHAPE_CHECK(thresholds != nullptr, "the unfused sampler needs a thresholds buffer{}", "");
+  if (thresholds == nullptr) thresholds = thresholds_.get();
   if (num_rows == 0) return;
   const int vocab = static_cast<int>(vocab_);
   const dim3 grid(static_cast<unsigned>(num_rows));
