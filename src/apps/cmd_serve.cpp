@@ -28,6 +28,8 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
+#include "engine/kv_cache_report.h"
+#include "metrics/cache_config_info.h"
 #include "metrics/optimizer_metrics.h"
 #include "metrics/step_profile_metrics.h"
 #include "metrics/registry.h"
@@ -106,6 +108,24 @@ void abort_the_rest(server::HttpServer& http, server::EngineBackend& backend) {
   http.close_all();
 }
 
+// vllm:cache_config_info's values: the settings and the KV cache the engine was given.
+metrics::CacheConfigInfo cache_config_info(const EngineConfig& config, const Engine& engine) {
+  const KvCacheReport kv = kv_cache_report(engine.runner().kv_shape(), engine.limits().max_model_len);
+  metrics::CacheConfigInfo info;
+  info.block_size = kv.block_size;
+  info.gpu_memory_utilization = config.gpu_memory_utilization;
+  info.swap_space_gib = config.swap_space;
+  info.cache_dtype = config.kv_cache_dtype;
+  info.enable_prefix_caching = config.enable_prefix_caching;
+  if (config.num_kv_blocks > 0) info.num_gpu_blocks_override = config.num_kv_blocks;
+  if (config.kv_cache_memory_bytes > 0) info.kv_cache_memory_bytes = config.kv_cache_memory_bytes;
+  info.num_gpu_blocks = kv.num_blocks;
+  if (kv.num_host_blocks > 0) info.num_cpu_blocks = kv.num_host_blocks;
+  info.kv_cache_size_tokens = kv.size_tokens;
+  info.kv_cache_max_concurrency = kv.max_concurrency;
+  return info;
+}
+
 void run_serve(ServeOptions& o) {
   // Blocked before any thread starts, so every thread inherits the mask.
   const sigset_t signals = process_signals();
@@ -134,9 +154,10 @@ void run_serve(ServeOptions& o) {
   if (!o.cost_profile.empty()) parts.step_estimator = bench::cost_model_estimator(bench::load_cost_profile(o.cost_profile));
   const std::string device = parts.device;
   Engine engine(config, std::move(parts));
-  for (const std::string& line : startup_summary(engine)) spdlog::info("{}", line);
+  for (const std::string& line : startup_summary(engine, device)) spdlog::info("{}", line);
   metrics::Registry registry;
   metrics::ServingMetrics metrics(registry, served_name, engine.limits().max_model_len);
+  metrics::export_cache_config_info(registry, cache_config_info(config, engine));
   metrics::OptimizerMetrics optimizer_metrics(registry, served_name);
   metrics::StepProfileMetrics step_profile_metrics(registry, served_name);
   const KvCacheShape& kv = engine.runner().kv_shape();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/kv_cache_report.h"
 #include "kv/kv_precision.h"
 #include "optim/registry.h"
 
@@ -32,7 +33,7 @@ std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0
 
 }  // namespace
 
-std::vector<std::string> startup_summary(const Engine& engine) {
+std::vector<std::string> startup_summary(const Engine& engine, const std::string& device) {
   std::vector<std::string> out;
   const EngineConfig& config = engine.config();
   const optim::OptimizerRegistry registry = optim::OptimizerRegistry::with_builtin();
@@ -56,20 +57,17 @@ std::vector<std::string> startup_summary(const Engine& engine) {
 
   const KvCacheShape& kv = engine.runner().kv_shape();
   const EngineLimits limits = engine.limits();
-  const int64_t blocks = kv.num_blocks / kv.layout.slots_for(kv.layout.base);
-  const int64_t tokens = blocks * kv.block_size;
-  const double bytes = static_cast<double>(kv.num_blocks) * static_cast<double>(kv.layout.slot_bytes) * 2.0 *
-                       static_cast<double>(kv.num_layers);
+  const KvCacheReport report = kv_cache_report(kv, limits.max_model_len);
   out.push_back(fmt::format(
       "KV cache planned: {} blocks of {} tokens at {} ({} tokens, {}{}), {} layers; {:.1f} sequences of the full "
       "context ({} tokens); limits: max_num_seqs {}, max_num_batched_tokens {}; prefix caching {}",
-      blocks, kv.block_size, kv::kv_precision_name(kv.layout.base), tokens, gib(bytes),
+      report.num_blocks, kv.block_size, report.precision, report.size_tokens, gib(double(report.memory_bytes)),
       kv.layout.dynamic() ? fmt::format(", pages of {} slots holding kv_quant's blocks down to {}", kv.layout.page_slots,
                                         kv::kv_precision_name(*kv.layout.finest))
                           : std::string(),
-      kv.num_layers, limits.max_model_len > 0 ? double(tokens) / double(limits.max_model_len) : 0.0,
-      limits.max_model_len, limits.max_num_seqs, limits.max_num_batched_tokens,
+      kv.num_layers, report.max_concurrency, limits.max_model_len, limits.max_num_seqs, limits.max_num_batched_tokens,
       config.enable_prefix_caching ? "on" : "off"));
+  for (std::string& line : kv_cache_report_lines(report, device)) out.push_back(std::move(line));
   if (kv.num_host_slots() > 0)
     out.push_back(fmt::format("host KV tier: {} slots ({}) for swap preemption and evicted prefixes",
                               kv.num_host_slots(),

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "engine/kv_cache_report.h"
 #include "sampling/prompt_logprobs.h"
 
 namespace optimate {
@@ -36,15 +37,13 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
     fail(ErrorCode::kInvalidArgument,
          "max-num-seqs {} / max-num-batched-tokens {} exceed what the runner allocated ({} / {})",
          c.max_num_seqs, c.max_num_batched_tokens, capacity.max_num_seqs, capacity.max_num_batched_tokens);
-  // The context: the setting if given, else the model's, never past what the runner holds.
-  const int64_t context_cap = std::min(runner.config().max_position_embeddings, capacity.max_model_len);
   if (c.max_model_len > capacity.max_model_len)
     fail(ErrorCode::kInvalidArgument, "max-model-len {} exceeds what the runner allocated ({})",
          c.max_model_len, capacity.max_model_len);
   sched::SchedulerConfig s;
   s.max_num_seqs = c.max_num_seqs;
   s.max_num_batched_tokens = c.max_num_batched_tokens;
-  s.max_model_len = c.max_model_len > 0 ? c.max_model_len : context_cap;
+  s.max_model_len = engine_context_length(c.max_model_len, runner);
   s.block_size = shape.block_size;
   s.num_kv_blocks = shape.num_blocks;
   s.enable_prefix_caching = c.enable_prefix_caching;

@@ -1,8 +1,9 @@
 // The runner's memory plan on GPUs smaller than an H200, simulated on the host: the memory a
 // card reports (total, and free once the CUDA context exists) goes through the same arithmetic
-// the runner applies at start (runner_memory_plan_input, plan_memory). A model that fits starts
-// with the KV cache the rest allows; one that does not is refused naming the part that does not
-// fit and the settings that would make it.
+// the runner applies at start before the weights are loaded (plan_memory_before_load). The
+// budget counts only this instance's memory, as vLLM's does: a model that fits starts with the
+// KV cache the rest allows, another process on the card only has to leave the pool room, and
+// what does not fit is refused naming the part that does not and the settings that would make it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,15 +45,16 @@ constexpr Card kRtx4080{16376, 76, true};
 constexpr Card kA4000{16376, 48, false};
 constexpr Card kH200{143771, 132, true};
 
-MemoryPlan plan_on(const Card& card, const ModelConfig& c, const CudaRunnerOptions& o) {
+// `others_mib`: what other processes hold on the card.
+MemoryPlan plan_on(const Card& card, const ModelConfig& c, const CudaRunnerOptions& o, int64_t others_mib = 0) {
   const int64_t total = card.total_mib * kMiB;
-  return plan_memory(runner_memory_plan_input(c, o, cuda_weight_bytes(c), false, card.sms, total,
-                                              total - kContextMiB * kMiB, card.fp8));
+  return plan_memory_before_load(c, o, card.sms, cuda_weight_bytes(c), total,
+                                 total - (kContextMiB + others_mib) * kMiB, card.fp8);
 }
 
-std::string fit_error(const Card& card, const ModelConfig& c, const CudaRunnerOptions& o) {
+std::string fit_error(const Card& card, const ModelConfig& c, const CudaRunnerOptions& o, int64_t others_mib = 0) {
   try {
-    plan_on(card, c, o);
+    plan_on(card, c, o, others_mib);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
     return e.what();
@@ -70,8 +72,10 @@ TEST(MemoryFit, Llama3_8bOnA24GbCardStartsWithASmallerKvCache) {
     const MemoryPlan plan = plan_on(card, c, o);
     EXPECT_GE(plan.num_kv_slots, seq_slots);
     EXPECT_LE(plan.budget_bytes, static_cast<int64_t>(0.9 * static_cast<double>(card.total_mib * kMiB)));
-    EXPECT_LE(plan.other_bytes + plan.weight_bytes + plan.activation_bytes + plan.num_kv_slots * plan.kv_slot_bytes,
-              plan.budget_bytes);
+    EXPECT_LE(plan.weight_bytes + plan.activation_bytes + plan.kv_bytes(), plan.budget_bytes);
+    // The pool fits what the context leaves free once the weights and activations are in.
+    EXPECT_LE(plan.kv_bytes() + plan.reserve_bytes,
+              (card.total_mib - kContextMiB) * kMiB - plan.weight_bytes - plan.activation_bytes);
     EXPECT_LT(plan.num_kv_slots * 10, plan_on(kH200, c, o).num_kv_slots);
   }
 }
@@ -91,8 +95,8 @@ TEST(MemoryFit, WeightsLargerThanTheCardAreNamed) {
   CudaRunnerOptions fp8 = engine_defaults();
   fp8.quantization = WeightQuantization::kFp8;
   const int64_t total = kRtx4080.total_mib * kMiB;
-  EXPECT_GT(plan_memory(runner_memory_plan_input(c, fp8, cuda_fp8_weight_bytes(c), false, kRtx4080.sms, total,
-                                                 total - kContextMiB * kMiB, false))
+  EXPECT_GT(plan_memory_before_load(c, fp8, kRtx4080.sms, cuda_fp8_weight_bytes(c), total, total - kContextMiB * kMiB,
+                                    false)
                 .num_kv_slots,
             0);
 }
@@ -119,13 +123,34 @@ TEST(MemoryFit, AContextLongerThanTheKvCacheNamesWhatFits) {
   EXPECT_THROW(plan_on(kA10, llama3_8b(), o), Error);
 }
 
-// A step sized for 65536 tokens needs activations the A10 cannot hold beside the weights.
+// The MLP runs in chunks, so a step of 65536 tokens starts beside the weights on an A10 (its
+// activations are a third of what full-width MLP buffers took); one of 131072 does not, and the
+// error names the step size.
 TEST(MemoryFit, ActivationsPastTheBudgetNameTheStepSize) {
   CudaRunnerOptions o = engine_defaults();
   o.max_num_batched_tokens = 65536;
+  EXPECT_GE(plan_on(kA10, llama3_8b(), o).num_kv_slots, 8192 / o.block_size);
+  o.max_num_batched_tokens = 131072;
   const std::string m = fit_error(kA10, llama3_8b(), o);
   EXPECT_NE(m.find("the activations of a step"), std::string::npos) << m;
   EXPECT_NE(m.find("--max-num-batched-tokens"), std::string::npos) << m;
+}
+
+// Another process on the card is not counted against this instance's share: holding 1 GiB it
+// leaves the A10's KV cache as it was. Holding 3 GiB it leaves the pool no room in the free
+// memory: the error says what the others hold and names the share that fits, which starts.
+TEST(MemoryFit, OtherProcessesOnlyHaveToLeaveThePoolRoom) {
+  const ModelConfig c = llama3_8b();
+  CudaRunnerOptions o = engine_defaults();
+  EXPECT_EQ(plan_on(kA10, c, o, 1024).num_kv_slots, plan_on(kA10, c, o).num_kv_slots);
+  const std::string m = fit_error(kA10, c, o, 3072);
+  EXPECT_NE(m.find("left free"), std::string::npos) << m;
+  EXPECT_NE(m.find("other processes and this one's CUDA context hold 3.41 GiB"), std::string::npos) << m;
+  const std::string::size_type at = m.find("lower --gpu-memory-utilization to ");
+  ASSERT_NE(at, std::string::npos) << m;
+  o.gpu_memory_utilization = std::stod(m.substr(at + 34));
+  EXPECT_LT(o.gpu_memory_utilization, 0.9);
+  EXPECT_GE(plan_on(kA10, c, o, 3072).num_kv_slots, 8192 / o.block_size);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernel_paths.h"
 #include "backend/cuda/kv_requantize.h"
-#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/paged_attention.h"
 #include "backend/cuda/programmatic_launch.h"
 #include "backend/cuda/runner_state.h"
@@ -23,11 +22,6 @@
 namespace optimate::cuda {
 namespace {
 
-int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o) {
-  if (o.max_model_len > 0) return o.max_model_len;
-  return c.max_position_embeddings > 0 ? std::min<int64_t>(c.max_position_embeddings, 8192) : 8192;
-}
-
 // Decode graph batch sizes: powers of two, then every 32.
 int64_t graph_bucket(int64_t num_seqs) {
   int64_t b = 1;
@@ -36,16 +30,12 @@ int64_t graph_bucket(int64_t num_seqs) {
   return (num_seqs + 31) / 32 * 32;
 }
 
-void check_supported(const ModelConfig& c) {
-  if (c.head_dim != 64 && c.head_dim != 128)
-    fail(ErrorCode::kUnsupported, "CUDA backend: head_dim {} is not supported (64 or 128)", c.head_dim);
-  if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0 || c.num_heads / c.num_kv_heads > 8)
-    fail(ErrorCode::kUnsupported, "CUDA backend: {} heads over {} KV heads (groups up to 8)",
-         c.num_heads, c.num_kv_heads);
-  check_moe_supported(c);
-}
-
 }  // namespace
+
+int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o) {
+  if (o.max_model_len > 0) return o.max_model_len;
+  return c.max_position_embeddings > 0 ? std::min<int64_t>(c.max_position_embeddings, 8192) : 8192;
+}
 
 void bind_device(const CudaModelRunner::State& st) { OPTIMATE_CUDA_CHECK(cudaSetDevice(st.options.device)); }
 
@@ -72,78 +62,7 @@ int64_t runner_fp8_max_k(const ModelConfig& c) {
   return std::max({c.hidden_size, c.num_heads * c.head_dim, c.mlp_width()});
 }
 
-int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
-                                int64_t max_model_len, const parallel::TpPartition* tp) {
-  const int64_t T = o.max_num_batched_tokens, S = o.max_num_seqs;
-  const int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
-  int64_t b = 0;
-  b += T * c.hidden_size * 4;                       // residual
-  b += T * c.hidden_size * 2 * 2;                   // normed, branch
-  b += T * (q_dim + 2 * kv_dim) * 2 + T * q_dim * 2;  // qkv, attn
-  if (!c.is_moe()) b += T * c.intermediate_size * 2 * 3;  // gate_up, act
-  b += MoeBuffers::bytes(c, T);                     // routing and the experts' grouped rows
-  b += S * c.vocab_size * 4 + S * 4;                // logits, greedy ids
-  b += paged_attention_split_workspace_floats(decode_attention_shape(c, o), num_sms) * 4;
-  StepLimits meta;
-  meta.max_num_tokens = T;
-  meta.max_num_seqs = S;
-  meta.max_blocks_per_seq = (max_model_len + o.block_size - 1) / o.block_size;
-  b += StepLayout(meta).total * 4;                  // step metadata
-  if (o.kv_finest_precision)                        // requantize scratch
-    b += kv_requantize_scratch_bytes({nullptr, 0, 0, c.num_layers, c.num_kv_heads, o.block_size, c.head_dim},
-                                     kRequantizeBatchOps);
-  if (tp)                                           // partial sums, logits slice and gather
-    b += T * c.hidden_size * 4 + (1 + tp->num_ranks) * S * tp->vocab_per_rank * 4;
-  b += int64_t{32} << 20;                           // cuBLASLt workspace
-  if (o.quantization == WeightQuantization::kFp8)   // FP8 activations, workspace and sums
-    b += Fp8Gemm::device_bytes(T, runner_fp8_max_k(c));
-  b += int64_t{256} << 20;                          // CUDA context growth, graphs, allocator slack
-  return b;
-}
-
-MemoryPlanInput runner_memory_plan_input(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
-                                         bool weights_resident, int num_sms, int64_t total_bytes, int64_t free_bytes,
-                                         bool fp8_weights_possible, const parallel::TpPartition* tp) {
-  check_supported(c);
-  if (options.block_size <= 0 || options.max_num_seqs <= 0 || options.max_num_batched_tokens <= 0)
-    fail(ErrorCode::kInvalidArgument, "CUDA runner: block_size {}, max_num_seqs {} and "
-         "max_num_batched_tokens {} must be positive", options.block_size, options.max_num_seqs,
-         options.max_num_batched_tokens);
-  const int64_t len = resolve_max_model_len(c, options);
-  const kv::KvLayout layout = runner_kv_layout(c, options);
-  const int64_t seq_blocks = (len + options.block_size - 1) / options.block_size;
-  MemoryPlanInput in;
-  in.total_bytes = total_bytes;
-  in.free_bytes = free_bytes;
-  in.weights_resident = weights_resident;
-  in.gpu_memory_utilization = options.gpu_memory_utilization;
-  in.weight_bytes = weight_bytes;
-  in.activation_bytes = runner_activation_bytes(c, options, num_sms, len, tp);
-  in.kv_slot_bytes = c.num_layers * 2 * layout.slot_bytes;
-  in.kv_page_slots = layout.page_slots;
-  in.min_kv_slots = seq_blocks * layout.slots_for(layout.base);
-  in.requested_kv_slots = options.num_kv_blocks;
-  in.max_model_len = len;
-  in.block_size = options.block_size;
-  in.slots_per_block = layout.slots_for(layout.base);
-  in.fp8_weights_possible = fp8_weights_possible;
-  in.kv_bf16 = layout.base == kv::KvPrecision::kBF16;
-  return in;
-}
-
 namespace {
-
-// Splits the current GPU's memory for config under options (runner_memory_plan_input).
-MemoryPlan plan_for(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
-                    bool weights_resident, int num_sms, const parallel::TpPartition* tp = nullptr) {
-  size_t free_b = 0, total_b = 0;
-  OPTIMATE_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const bool fp8_possible =
-      device_kernel_paths(options.device).fp8 && options.quantization != WeightQuantization::kFp8;
-  return plan_memory(runner_memory_plan_input(c, options, weight_bytes, weights_resident, num_sms,
-                                              static_cast<int64_t>(total_b), static_cast<int64_t>(free_b),
-                                              fp8_possible, tp));
-}
 
 int device_sms(int device) {
   OPTIMATE_CUDA_CHECK(cudaSetDevice(device));
@@ -156,7 +75,7 @@ int device_sms(int device) {
 // generated.
 void check_fits(const ModelConfig& config, const CudaRunnerOptions& options) {
   check_runner_gpu(options);
-  plan_for(config, options, cuda_weight_bytes(config), false, device_sms(options.device));
+  check_memory_fits(config, options, device_sms(options.device), cuda_weight_bytes(config));
 }
 
 }  // namespace
@@ -218,24 +137,18 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   if (weights.fp8()) st.options.quantization = WeightQuantization::kFp8;
   st.weights = std::move(weights);
   const ModelConfig& c = st.config;
+  check_runner_options(c, st.options);
   const int64_t len = resolve_max_model_len(c, options);
-  st.plan = plan_for(c, st.options, static_cast<int64_t>(st.weights.bytes()), true, st.num_sms,
-                     tp.comm ? &tp.partition : nullptr);
-  spdlog::info("CUDA memory plan: {}", st.plan.describe());
+  // What the device holds before the runner's buffers (weights, context, other processes): the
+  // profile counts only what comes after.
+  const int64_t used_before_buffers = device_used_bytes();
+  const ActivationPlan activations = plan_activations(c, st.options, st.num_sms, len, tp.comm ? &tp.partition : nullptr);
 
   const kv::KvLayout layout = runner_kv_layout(c, options);
-  const int64_t num_slots = st.plan.num_kv_slots;
-  // Step write targets carry slot * block_size + token below the entry's precision bits.
-  if (num_slots * options.block_size > kv::kEntrySlotMask)
-    fail(ErrorCode::kInvalidArgument, "a KV cache of {} slots of {} tokens is more than block-table entries "
-         "address ({} token rows); set num-kv-blocks lower", num_slots, options.block_size,
-         kv::kEntrySlotMask);
-  st.kv_shape = {c.num_layers, num_slots, options.block_size, c.num_kv_heads, c.head_dim, layout};
   st.kv_quantized = layout.dynamic() || !kv::is_full_precision(layout.base);
   OPTIMATE_CHECK(st.kv_quantized || layout.slot_bytes == kv_bf16_block_bytes(c.num_kv_heads, options.block_size,
                                                                             c.head_dim),
                  "bf16 slot of {} bytes", layout.slot_bytes);
-  st.kv_cache.resize(static_cast<size_t>(c.num_layers * 2 * num_slots * layout.slot_bytes));
   st.kv_row_counters.resize(static_cast<size_t>(kGemvMaxRows * 2 * c.num_kv_heads));
   OPTIMATE_CUDA_CHECK(cudaMemset(st.kv_row_counters.get(), 0, st.kv_row_counters.bytes()));
   if (layout.dynamic())
@@ -246,7 +159,6 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.limits.max_num_seqs = options.max_num_seqs;
   st.limits.max_blocks_per_seq = (len + options.block_size - 1) / options.block_size;
   st.limits.block_size = options.block_size;
-  st.limits.num_kv_slots = num_slots;
   st.limits.kv_block_slots = kv_block_slots(layout, c.num_kv_heads, options.block_size, c.head_dim);
   st.limits.vocab_size = c.vocab_size;
   st.limits.max_model_len = len;
@@ -275,19 +187,26 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   st.branch.resize(T * c.hidden_size);
   st.qkv.resize(T * (q_dim + 2 * kv_dim));
   st.attn.resize(T * q_dim);
+  // A mixture of experts runs its MLP over the whole step in buffers of its own (MoeBuffers);
+  // a dense MLP runs in chunks whose buffers share the logits' allocation.
+  st.mlp_logits.resize(static_cast<size_t>(activations.mlp_logits_bytes));
+  st.mlp_chunk_rows = activations.mlp_chunk_rows;
+  uint8_t* shared = st.mlp_logits.get();
   if (c.is_moe()) {
     st.moe.allocate(c, T);
   } else {
-    st.gate_up.resize(T * 2 * c.intermediate_size);
-    st.act.resize(T * c.intermediate_size);
+    st.gate_up = {reinterpret_cast<__nv_bfloat16*>(shared),
+                  static_cast<size_t>(st.mlp_chunk_rows * 2 * c.intermediate_size)};
+    st.act = {reinterpret_cast<__nv_bfloat16*>(shared + activations.act_offset),
+              static_cast<size_t>(st.mlp_chunk_rows * c.intermediate_size)};
   }
+  st.logits = {reinterpret_cast<float*>(shared), static_cast<size_t>(activations.logits_floats)};
   st.attn_shape = decode_attention_shape(c, options);
   OPTIMATE_CHECK(st.attn_shape.quantized_kv == st.kv_quantized, "decode attention shape disagrees with the KV layout");
   st.attn_workspace_rows = paged_attention_split_rows(st.attn_shape, st.num_sms);
   st.attn_workspace.resize(paged_attention_split_workspace_floats(st.attn_shape, st.num_sms));
   st.attn_split_counters.resize(st.attn_workspace_rows * c.num_kv_heads);
   OPTIMATE_CUDA_CHECK(cudaMemset(st.attn_split_counters.get(), 0, st.attn_split_counters.bytes()));
-  st.logits.resize(S * c.vocab_size);
   st.greedy.resize(S);
   st.sampled.resize(S);
   st.sample_rows.resize(S);
@@ -303,8 +222,9 @@ CudaModelRunner::CudaModelRunner(CudaWeights weights, const CudaRunnerOptions& o
   OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   st.gemm = std::make_unique<Gemm>();
   if (st.weights.fp8()) st.fp8_gemm = std::make_unique<Fp8Gemm>(T, runner_fp8_max_k(c));
-  st.kv_shape.host_tier = options.host_tier;
   st.stable_fused_elementwise = options.fused_elementwise;
+  plan_kv_pool(st, used_before_buffers, activations);
+  spdlog::info("CUDA memory plan: {}", st.plan.describe());
   init_host_tier(st);
 }
 
@@ -488,6 +408,8 @@ void CudaModelRunner::capture_decode_graphs() {
   if (!st.graphs_allowed()) return;
   bind_device(st);
   const int64_t most = std::min(st.options.max_num_seqs, st.options.max_graph_batch);
+  const int64_t used_before = device_used_bytes();
+  int64_t buckets = 0;
   // Slot 0 at the cache's base precision: the capture writes and reads nothing there.
   const std::vector<int32_t> token = {0},
                              table = {kv::make_entry(kv::precision_code(st.kv_shape.layout.base), 0)};
@@ -502,8 +424,12 @@ void CudaModelRunner::capture_decode_graphs() {
     copy_step_inputs(st, in);
     staging_copied(st);
     decode_graph(st, in, b);
+    ++buckets;
   }
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(st.stream));
+  // Against the memory plan's reserve past the pool (kAfterPoolReserveBytes).
+  spdlog::info("decode graphs: {} batch buckets captured, device memory {:+.0f} MiB", buckets,
+               static_cast<double>(device_used_bytes() - used_before) / (1024.0 * 1024.0));
 }
 
 void CudaModelRunner::forward(const ForwardBatch& batch, std::vector<float>& logits) {

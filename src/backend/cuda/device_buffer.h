@@ -1,4 +1,6 @@
-// Owning handle to device memory (cudaMalloc), move-only. Sizes are in elements of T.
+// Owning handle to device memory (cudaMalloc), move-only. Sizes are in elements of T. A
+// DeviceView is a typed window into one: buffers whose lives never overlap within a step share
+// an allocation through views.
 #pragma once
 
 #include <cstddef>
@@ -56,6 +58,15 @@ class DeviceBuffer {
  private:
   T* ptr_ = nullptr;
   size_t count_ = 0;
+};
+
+template <typename T>
+struct DeviceView {
+  T* ptr = nullptr;
+  size_t count = 0;
+  T* get() const { return ptr; }
+  size_t size() const { return count; }
+  size_t bytes() const { return count * sizeof(T); }
 };
 
 }  // namespace optimate::cuda

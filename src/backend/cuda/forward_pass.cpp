@@ -8,9 +8,11 @@
 // SiLU*mul, so a layer is four weight-streaming launches plus attention instead of eleven.
 // Wider steps take the GEMM path: per layer RMSNorm, the QKV GEMM, RoPE with the KV write,
 // attention, the o GEMM, RMSNorm, the gate/up GEMM, SiLU*mul, the down GEMM; with FP8 weights
-// the RMSNorms and SiLU*mul hand their linear e4m3 rows directly. Qwen3's per-head q/k norms
-// run before the rotation (on both paths the QKV projection then stores its rows), and a
-// mixture of experts replaces the MLP's projections on both paths (moe_layer.h).
+// the RMSNorms and SiLU*mul hand their linear e4m3 rows directly. A dense MLP there runs in
+// chunks of at most mlp_chunk_rows rows, in buffers that share the logits' memory
+// (runner_state.h). Qwen3's per-head q/k norms run before the rotation (on both paths the QKV
+// projection then stores its rows), and a mixture of experts replaces the MLP's projections on
+// both paths (moe_layer.h), over the whole step.
 //
 // A tensor-parallel rank (State::tp) runs the same sequence over its heads and MLP features, and
 // meets the other ranks at four places, each a collective enqueued on the stream (so a graph
@@ -234,39 +236,47 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
   // into the FP8 GEMM's activation scratch.
   const ElementwiseKernels kernels =
       options.fused_elementwise ? ElementwiseKernels::kCurrent : ElementwiseKernels::kBaseline;
-  auto fp8_input = [&](const Fp8Weight& w, int64_t n, bool row_kernel_fits) {
-    return kernels == ElementwiseKernels::kCurrent && w.codes && fp8_rounds_activations(T, n) && row_kernel_fits;
+  auto fp8_input = [&](const Fp8Weight& w, int64_t m, int64_t n, bool row_kernel_fits) {
+    return kernels == ElementwiseKernels::kCurrent && w.codes && fp8_rounds_activations(m, n) && row_kernel_fits;
   };
-  // A projection of the step's T rows from bf16 or FP8 weights; `quantized`: x is already in
-  // the FP8 GEMM's activation scratch.
+  // A projection of m rows from bf16 or FP8 weights; `quantized`: x is already in the FP8 GEMM's
+  // activation scratch.
   auto linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w_bf16, const Fp8Weight& w_fp8,
-                    const __nv_bfloat16* bias, void* y, int64_t n, int64_t k,
+                    const __nv_bfloat16* bias, void* y, int64_t m, int64_t n, int64_t k,
                     GemmOutput out = GemmOutput::kBf16, bool quantized = false) {
-    if (quantized) fp8_gemm->linear_quantized(w_fp8, bias, y, out, T, n, k, s);
-    else if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, out, T, n, k, s);
-    else gemm->linear(x, w_bf16, bias, y, out, T, n, k, s);
+    if (quantized) fp8_gemm->linear_quantized(w_fp8, bias, y, out, m, n, k, s);
+    else if (w_fp8.codes) fp8_gemm->linear(x, w_fp8, bias, y, out, m, n, k, s);
+    else gemm->linear(x, w_bf16, bias, y, out, m, n, k, s);
   };
+  // Into rows [row0, row0 + m) of `branch`.
   auto row_parallel_linear = [&](const __nv_bfloat16* x, const __nv_bfloat16* w, const Fp8Weight& w_fp8,
-                                 int64_t k, bool quantized = false) {
-    if (!tp.comm) return linear(x, w, w_fp8, nullptr, branch.get(), H, k, GemmOutput::kBf16, quantized);
-    linear(x, w, w_fp8, nullptr, partial.get(), H, k, GemmOutput::kF32, quantized);
-    all_reduce(partial.get(), T * H);
-    round_to_bf16(partial.get(), branch.get(), T * H, s);
+                                 int64_t row0, int64_t m, int64_t k, bool quantized = false) {
+    __nv_bfloat16* out = branch.get() + row0 * H;
+    if (!tp.comm) return linear(x, w, w_fp8, nullptr, out, m, H, k, GemmOutput::kBf16, quantized);
+    linear(x, w, w_fp8, nullptr, partial.get(), m, H, k, GemmOutput::kF32, quantized);
+    all_reduce(partial.get(), m * H);
+    round_to_bf16(partial.get(), out, m * H, s);
   };
-  // RMSNorm into the next linear's input: bf16 rows, or e4m3 rows for an FP8 linear.
-  auto norm_into = [&](const __nv_bfloat16* x, const __nv_bfloat16* norm_w, bool fp8) {
-    if (fp8) rmsnorm_residual_fp8(x, residual.get(), norm_w, fp8_gemm->activations(), T, H, c.rms_norm_eps, s);
-    else rmsnorm_residual(x, residual.get(), norm_w, normed.get(), nullptr, T, H, c.rms_norm_eps, s, kernels);
+  // RMSNorm of rows [row0, row0 + m) into the next linear's input: bf16 rows of `normed`, or
+  // e4m3 rows for an FP8 linear (from the scratch's first row).
+  auto norm_into = [&](const __nv_bfloat16* x, const __nv_bfloat16* norm_w, int64_t row0, int64_t m, bool fp8) {
+    const __nv_bfloat16* xr = x ? x + row0 * H : nullptr;
+    float* res = residual.get() + row0 * H;
+    if (fp8) rmsnorm_residual_fp8(xr, res, norm_w, fp8_gemm->activations(), m, H, c.rms_norm_eps, s);
+    else rmsnorm_residual(xr, res, norm_w, normed.get() + row0 * H, nullptr, m, H, c.rms_norm_eps, s, kernels);
   };
+  // A dense MLP's rows in near-equal chunks of at most mlp_chunk_rows (its buffers hold that
+  // many); a mixture of experts runs over the whole step (mlp_chunk_rows 0).
+  const int64_t chunk_rows = mlp_chunk_rows > 0 ? mlp_chunk_rows : std::max<int64_t>(T, 1);
+  const int64_t mlp_chunks = std::max<int64_t>(1, (T + chunk_rows - 1) / chunk_rows);
+  const int64_t mlp_rows = std::min(chunk_rows, ((T + mlp_chunks - 1) / mlp_chunks + 15) / 16 * 16);
   for (int64_t l = 0; l < c.num_layers && !fused; ++l) {
     const CudaLayerWeights& w = weights.layers[l];
-    const bool qkv_fp8_in = fp8_input(w.wqkv_fp8, qkv_dim, rmsnorm_fp8_fits(H));
-    const bool gate_up_fp8_in = fp8_input(w.w_gate_up_fp8, 2 * inter, rmsnorm_fp8_fits(H));
-    const bool down_fp8_in = fp8_input(w.w_down_fp8, H, silu_mul_fp8_fits(inter));
+    const bool qkv_fp8_in = fp8_input(w.wqkv_fp8, T, qkv_dim, rmsnorm_fp8_fits(H));
     mark(Stage::kElementwise);
-    norm_into(l == 0 ? nullptr : branch.get(), w.attn_norm, qkv_fp8_in);
+    norm_into(l == 0 ? nullptr : branch.get(), w.attn_norm, 0, T, qkv_fp8_in);
     mark(Stage::kQkv);
-    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), qkv_dim, H, GemmOutput::kBf16, qkv_fp8_in);
+    linear(normed.get(), w.wqkv, w.wqkv_fp8, w.bqkv, qkv.get(), T, qkv_dim, H, GemmOutput::kBf16, qkv_fp8_in);
     mark(Stage::kElementwise);
     dec.cache = pre.cache = kv_arena(l);
     norm_rope_kv_write(w, dec.cache);
@@ -274,22 +284,29 @@ void CudaModelRunner::State::enqueue_forward(const StepInputs& in, int num_split
     if (in.num_rows > 0) paged_attention(dec, s);
     if (in.num_tiles > 0) prefill_attention(pre, s);
     mark(Stage::kOProj);
-    row_parallel_linear(attn.get(), w.wo, w.wo_fp8, q_dim);
-    mark(Stage::kElementwise);
-    norm_into(branch.get(), w.ffn_norm, gate_up_fp8_in);
+    row_parallel_linear(attn.get(), w.wo, w.wo_fp8, 0, T, q_dim);
     if (c.is_moe()) {
+      mark(Stage::kElementwise);
+      norm_into(branch.get(), w.ffn_norm, 0, T, /*fp8=*/false);
       mark(Stage::kGateUp);
       moe_mlp(w, /*into_residual=*/false);
       continue;
     }
-    mark(Stage::kGateUp);
-    linear(normed.get(), w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), 2 * inter, H, GemmOutput::kBf16,
-           gate_up_fp8_in);
-    mark(Stage::kElementwise);
-    if (down_fp8_in) silu_mul_fp8(gate_up.get(), fp8_gemm->activations(), T, inter, s);
-    else silu_mul(gate_up.get(), act.get(), T, inter, s, kernels);
-    mark(Stage::kDown);
-    row_parallel_linear(act.get(), w.w_down, w.w_down_fp8, inter, down_fp8_in);
+    for (int64_t row0 = 0; row0 < T; row0 += mlp_rows) {
+      const int64_t m = std::min(mlp_rows, T - row0);
+      const bool gate_up_fp8_in = fp8_input(w.w_gate_up_fp8, m, 2 * inter, rmsnorm_fp8_fits(H));
+      const bool down_fp8_in = fp8_input(w.w_down_fp8, m, H, silu_mul_fp8_fits(inter));
+      mark(Stage::kElementwise);
+      norm_into(branch.get(), w.ffn_norm, row0, m, gate_up_fp8_in);
+      mark(Stage::kGateUp);
+      linear(normed.get() + row0 * H, w.w_gate_up, w.w_gate_up_fp8, nullptr, gate_up.get(), m, 2 * inter, H,
+             GemmOutput::kBf16, gate_up_fp8_in);
+      mark(Stage::kElementwise);
+      if (down_fp8_in) silu_mul_fp8(gate_up.get(), fp8_gemm->activations(), m, inter, s);
+      else silu_mul(gate_up.get(), act.get(), m, inter, s, kernels);
+      mark(Stage::kDown);
+      row_parallel_linear(act.get(), w.w_down, w.w_down_fp8, row0, m, inter, down_fp8_in);
+    }
   }
   // Only the rows whose logits are wanted go through the final norm and the vocabulary GEMM;
   // the logits buffer takes max_num_seqs of them (forward() runs the rest in chunks).

@@ -60,17 +60,25 @@ struct CudaModelRunner::State {
   DeviceBuffer<__nv_bfloat16> qkv;       // [T, q_dim + 2 kv_dim]
   DeviceBuffer<__nv_bfloat16> attn;      // [T, q_dim]
   DeviceBuffer<__nv_bfloat16> branch;    // [T, hidden]: attention or MLP output
-  DeviceBuffer<__nv_bfloat16> gate_up;   // [T, 2 intermediate]; empty with experts
-  DeviceBuffer<__nv_bfloat16> act;       // [T, intermediate]
-  MoeBuffers moe;                        // a mixture of experts' routing and grouped rows
+  // A dense MLP runs mlp_chunk_rows rows at a time, and its buffers share one allocation with
+  // the logits: a step writes the logits only after its last layer, and the next step's MLP
+  // comes after the sampling that reads them (stream order; every kernel writes its output only
+  // after waiting for the kernel before it). A mixture of experts runs over the whole step in
+  // buffers of its own (moe), and the allocation holds the logits alone.
+  DeviceBuffer<uint8_t> mlp_logits;
+  int64_t mlp_chunk_rows = 0;            // 0 with experts
+  DeviceView<__nv_bfloat16> gate_up;     // [mlp_chunk_rows, 2 intermediate]; empty with experts
+  DeviceView<__nv_bfloat16> act;         // [mlp_chunk_rows, intermediate]
+  MoeBuffers moe;                        // a mixture of experts' routing and grouped rows, [T] tokens
   DeviceBuffer<float> attn_workspace;    // split-K partials
   DeviceBuffer<int> attn_split_counters;  // [attn_workspace_rows, num_kv_heads], kept zero
-  DeviceBuffer<float> logits;            // [max_num_seqs, vocab]
+  DeviceView<float> logits;              // [max_num_seqs, vocab]
   DeviceBuffer<int32_t> greedy;          // [max_num_seqs]
   DeviceBuffer<int32_t> sampled;         // [max_num_seqs]: sample_rows_fused's draws
   DeviceBuffer<GpuSampleRow> sample_rows;  // [max_num_seqs]
   // The sampling family's unfused variant (set_kernel_variant): its scratch is made on first
-  // use and holds kUnfusedSamplerRows rows, the step's rows going through it that many at a time.
+  // use (the memory profile's, so the plan counts it) and holds kUnfusedSamplerRows rows, the
+  // step's rows going through it that many at a time.
   bool unfused_sampling = false;
   std::unique_ptr<UnfusedSampler> unfused_sampler;
   bool stable_fused_elementwise = true;  // the elementwise family's stable variant
@@ -166,18 +174,54 @@ void free_host_tier(CudaModelRunner::State& st);
 // The widest input of a linear layer (the FP8 activation scratch's row).
 int64_t runner_fp8_max_k(const ModelConfig& c);
 
-// Activation bytes for a configuration (the memory plan reserves them before the KV pool);
+// Rows of the MLP a step runs at once, at least (a step of more tokens runs it in chunks).
+inline constexpr int64_t kMlpChunkRows = 2048;
+
+// The device buffers a configuration needs besides weights and the KV cache.
+struct ActivationPlan {
+  int64_t mlp_chunk_rows = 0;    // 0 with experts: their MLP runs over the whole step
+  int64_t act_offset = 0;        // act's bytes into the shared MLP and logits allocation
+  int64_t logits_floats = 0;
+  int64_t mlp_logits_bytes = 0;  // max(the MLP chunk's gate_up and act, the logits)
+  int64_t moe_bytes = 0;         // MoeBuffers for the whole step
+  int64_t buffer_bytes = 0;      // every buffer, workspaces included
+};
 // `tp`: a rank's split (its all-reduce and logits buffers), or null.
-int64_t runner_activation_bytes(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
+ActivationPlan plan_activations(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
                                 int64_t max_model_len, const parallel::TpPartition* tp = nullptr);
 
+// Error for a model shape or step bounds the runner cannot take.
+void check_runner_options(const ModelConfig& c, const CudaRunnerOptions& o);
+// The context length the runner allocates for: the setting, else the model's up to 8192.
+int64_t resolve_max_model_len(const ModelConfig& c, const CudaRunnerOptions& o);
 // The memory plan's input for config under options on a GPU of `total_bytes`, `free_bytes` of
-// them free (cudaMemGetInfo): weights (already allocated when `weights_resident`, so counted
-// among the used bytes), activations, then the KV pool. Host arithmetic alone, so a test plans
-// a GPU that is not there.
-MemoryPlanInput runner_memory_plan_input(const ModelConfig& c, const CudaRunnerOptions& options, int64_t weight_bytes,
-                                         bool weights_resident, int num_sms, int64_t total_bytes, int64_t free_bytes,
-                                         bool fp8_weights_possible, const parallel::TpPartition* tp = nullptr);
+// them free for the pool (MemoryPlanInput::free_bytes), for `weight_bytes` of weights and
+// `activation_bytes` of everything else but the pool. Host arithmetic alone, so a test plans a
+// GPU that is not there.
+MemoryPlanInput runner_memory_plan_input(const ModelConfig& c, const CudaRunnerOptions& o, int64_t weight_bytes,
+                                         int64_t activation_bytes, int64_t total_bytes, int64_t free_bytes,
+                                         bool fp8_weights_possible);
+// The plan before anything of the runner's is allocated, on a GPU of `total_bytes` with
+// `free_bytes` free (cudaMemGetInfo once the CUDA context exists): the weights, the
+// activations' estimate with an allowance for what the runtime allocates for a step, and one
+// full-length sequence's KV against the budget, the weights and activations to come out of the
+// free memory before the pool. Host arithmetic alone.
+MemoryPlan plan_memory_before_load(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms,
+                                   int64_t weight_bytes, int64_t total_bytes, int64_t free_bytes,
+                                   bool fp8_weights_possible);
+// plan_memory_before_load on the runner's GPU as it stands now: fails on memory before
+// gigabytes of weights are copied or generated.
+void check_memory_fits(const ModelConfig& c, const CudaRunnerOptions& o, int num_sms, int64_t weight_bytes);
+// The device's memory in use now (every process), as cudaMemGetInfo reports it.
+int64_t device_used_bytes();
+// Allocates a pool of num_slots slots per arena (dropping the one before) and sets the shape
+// and step limits that name it.
+void set_kv_pool(CudaModelRunner::State& st, int64_t num_slots);
+// With every buffer but the pool allocated (`used_before_buffers`: the device's used bytes before
+// them): a whole-model runner runs its widest steps once on a one-page arena and counts what
+// the device's used memory grew by; a rank counts `activations` and an allowance. Then plans and
+// allocates the pool (st.plan).
+void plan_kv_pool(CudaModelRunner::State& st, int64_t used_before_buffers, const ActivationPlan& activations);
 
 // The KV layout options ask for (kv::plan_kv_layout with the runner's bf16); Error for a
 // precision the runner cannot hold.
