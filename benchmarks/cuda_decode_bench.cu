@@ -5,7 +5,10 @@
 //
 //   cuda_decode_bench [--out FILE.json] [--layers N] [--decode-steps N] [--batches 64,256]
 //                     [--prompt-len N] [--quantization none|fp8] [--quick 1] [--elementwise 1]
-//                     [--only gemv] [--gemv-kernels pairs,mma,mma-deep] [--gemv-rows 1,2,4,8]
+//                     [--only gemv|batch1] [--gemv-kernels pairs,mma,mma-deep] [--gemv-rows 1,2,4,8]
+//
+// --only batch1 measures batch-1 decode alone (batch1_graph and batch1_graph_overlap, as the
+// runner serves) and stops there.
 //
 // --only gemv measures the copy rate and the decode GEMV kernels alone (cuda_gemv_kernels_bench.h:
 // every kernel named by --gemv-kernels, bf16 and FP8 weights, each projection plain and fused,
@@ -134,7 +137,8 @@ int main(int argc, char** argv) {
       bench::write_json(out_path, j);
       return 0;
     }
-    if (!only.empty()) throw std::invalid_argument("--only " + only + " (gemv)");
+    if (!only.empty() && only != "batch1") throw std::invalid_argument("--only " + only + " (gemv, batch1)");
+    if (only == "batch1") quick = true;
     // The GEMM ceiling of the breakdowns: the measured 8192^3 bf16 rate of this workplace's
     // H200 (REFERENCE.md).
     constexpr double kGemmTflops = 790.0;
@@ -199,6 +203,11 @@ int main(int argc, char** argv) {
       j[key]["weight_gb_per_s"] = weight_bytes * tps / 1e9;
       j[key]["fraction_of_copy_bandwidth"] = weight_bytes * tps / 1e9 / copy_gbs;
       std::fprintf(stderr, "%s: %.1f tok/s\n", key.c_str(), tps);
+    }
+    if (only == "batch1") {
+      std::printf("%s\n", j.dump(2).c_str());
+      bench::write_json(out_path, j);
+      return 0;
     }
     // Small batches with the fused decode layer on and off (this runner fuses up to
     // kGemvMaxRows rows; the default is CudaRunnerOptions::fused_decode_max_rows).

@@ -65,13 +65,23 @@
 #                             both shapes (OPTIMATE_MOE_PARTS picks of: tests bench offline)
 #   abc/ abc.log              the `abc` stage: the seed's table (baseline, predictive, priority,
 #                             both) over HTTP, one server retuned between runs (scripts/gpu-abc.sh)
+#   rows/ rows.log            the `rows` stage (scripts/gpu-rows.sh): every row of the serving
+#                             comparison with vLLM in one call, about seven minutes (kv-bound decode
+#                             over HTTP with bf16 and fp8 KV, KV capacity at 0.25 of the card,
+#                             prefill-heavy bursts over HTTP, offline 1,000 with bf16 and FP8
+#                             weights, batch-1 decode with both), printed as a table
+#   flashinfer_build.log flashinfer.json flashinfer.log  the `flashinfer` stage: FlashInfer's
+#                             attention against the project's kernels on the same paged cache
+#                             (cuda_flashinfer_bench; needs third_party/flashinfer from
+#                             scripts/setup.sh, carried to a machine without network), with the
+#                             time its kernels took to compile
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.
 # OPTIMATE_GPU_STAGES (default all but kv, swap, adaptive, tp, fp8, elementwise, gemv, serving, kernels,
-#   portable, moe and abc): the stages to run after the build, of
+#   portable, moe, abc, rows and flashinfer): the stages to run after the build, of
 #   tests engine bench attention sampling peer serve offline overload calibrate python kv swap adaptive tp fp8
-#   elementwise gemv serving kernels portable moe abc
+#   elementwise gemv serving kernels portable moe abc rows flashinfer
 # kernels: the kernel variants' tests on the GPU (KernelsOnCuda), which `engine` also runs.
 # OPTIMATE_CUDA_ARCHS (default: this GPU's compute capability, 90a on Hopper): the build's GPU
 #   architectures (CMakeLists.txt); the full list builds what a release serves.
@@ -94,7 +104,7 @@ note() { echo "$*" | tee -a "$summary"; }
 skipped() { note "== $1 SKIPPED: the full build failed (configure.log), so there is no engine to run"; }
 want() { [[ " ${OPTIMATE_GPU_STAGES:-tests engine bench attention sampling peer serve offline overload calibrate python} " == *" $1 "* ]]; }
 test_status=0 engine_status=0 bench_status=0 attention_status=0 sampling_status=0 peer_status=0 serve_status=0 offline_status=0
-calibrate_status=0 overload_status=0 adaptive_status=0 serving_status=0 abc_status=0
+calibrate_status=0 overload_status=0 adaptive_status=0 serving_status=0 abc_status=0 rows_status=0 flashinfer_status=0
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || note "nvidia-smi failed"
 
@@ -434,6 +444,28 @@ elif want abc; then
   abc_status=$?
   grep -E "^\|" "$out/abc.log" | tee -a "$summary"
   note "abc exit $abc_status"
+fi
+if want flashinfer; then
+  note "== FlashInfer's attention against the project's kernels (cuda_flashinfer_bench)"
+  start=$(date +%s)
+  if cmake --build "$build" --target cuda_flashinfer_bench -j "$(nproc)" >"$out/flashinfer_build.log" 2>&1; then
+    note "cuda_flashinfer_bench built in $(( $(date +%s) - start )) s on $(nproc) cores"
+    "$build/cuda_flashinfer_bench" --out "$out/flashinfer.json" 2>&1 | tee "$out/flashinfer.log" | tee -a "$summary"
+    flashinfer_status=${PIPESTATUS[0]}
+  else
+    note "cuda_flashinfer_bench did not build (flashinfer_build.log; third_party/flashinfer from scripts/setup.sh?)"
+    grep -E "error" "$out/flashinfer_build.log" | head -20
+    flashinfer_status=1
+  fi
+fi
+if want rows && [[ $full -eq 0 ]]; then
+  skipped rows
+  rows_status=1
+elif want rows; then
+  note "== every row of the comparison with vLLM (scripts/gpu-rows.sh)"
+  "$root/scripts/gpu-rows.sh" "$build" "$out/rows" 2>&1 | tee "$out/rows.log"
+  rows_status=${PIPESTATUS[0]}
+  grep -E "^\| " "$out/rows/rows.md" >>"$summary"
 fi
 if want calibrate && [[ $full -eq 0 ]]; then
   skipped calibrate

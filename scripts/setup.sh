@@ -61,6 +61,31 @@ if [ "$(cat "$xgrammar_dir/VERSION" 2>/dev/null)" != "$xgrammar_version" ]; then
   echo "setup: $xgrammar_dir ($xgrammar_version)"
 fi
 
+# FlashInfer's attention kernels, header-only C++/CUDA (they run without PyTorch, as MLC-LLM and
+# TVM use them), from its pinned PyPI wheel, which carries the headers its JIT compiles: only
+# include/flashinfer, the libcu++ headers it is written against (newer than CUDA 13.0's; its JIT
+# puts them before the toolkit's too) and the license are kept. The attention benchmark sets them against the
+# project's kernels (cuda_flashinfer_bench, built on a GPU machine only).
+flashinfer_version=0.7.2.post1
+flashinfer_layout=2  # what is kept; a change unpacks the wheel again
+flashinfer_sha256=bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49
+flashinfer_dir=third_party/flashinfer
+if [ "$(cat "$flashinfer_dir/VERSION" 2>/dev/null)" != "$flashinfer_version.$flashinfer_layout" ]; then
+  tmp=$(mktemp -d)
+  python3 -m pip download -q --no-deps --only-binary :all: --no-cache-dir -d "$tmp" "flashinfer-python==$flashinfer_version"
+  wheel="$tmp/flashinfer_python-$flashinfer_version-py3-none-any.whl"
+  echo "$flashinfer_sha256  $wheel" | sha256sum -c --quiet
+  rm -rf "$flashinfer_dir" && mkdir -p "$flashinfer_dir"
+  unzip -q "$wheel" 'flashinfer/data/include/flashinfer/*' 'flashinfer/data/cccl/libcudacxx/include/*' \
+    "flashinfer_python-$flashinfer_version.dist-info/licenses/LICENSE" -d "$tmp/x"
+  mv "$tmp/x/flashinfer/data/include" "$flashinfer_dir/include"
+  mkdir -p "$flashinfer_dir/cccl" && mv "$tmp/x/flashinfer/data/cccl/libcudacxx" "$flashinfer_dir/cccl/libcudacxx"
+  mv "$tmp/x/flashinfer_python-$flashinfer_version.dist-info/licenses/LICENSE" "$flashinfer_dir/LICENSE"
+  rm -rf "$tmp"
+  echo "$flashinfer_version.$flashinfer_layout" > "$flashinfer_dir/VERSION"
+  echo "setup: $flashinfer_dir ($flashinfer_version)"
+fi
+
 # The Python package's extension builds with the project's virtual environment (shared with
 # tests/live_server) and its nanobind; its tests run from there too.
 venv=${OPTIMATE_VENV:-$root/.venv}
