@@ -1,7 +1,8 @@
 // The CUDA runner end to end on small random-weight Llama configs, against the fp32 CPU twin
 // (reference_model.h): prefill then greedy decode, chunked prefill mixed with decode in one
-// step, graph replay against eager launches, dummy weights made on the GPU against the same
-// weights uploaded from the host, and the errors a caller can trigger.
+// step, a step wider than the MLP's chunk, graph replay against eager launches, dummy weights
+// made on the GPU against the same weights uploaded from the host, and the errors a caller can
+// trigger.
 #include <algorithm>
 #include <numeric>
 
@@ -80,6 +81,47 @@ TEST(CudaRunner, ChunkedPrefillMixedWithDecodeMatchesCpuTwin) {
     const std::string mode = tensor_cores ? " (tensor-core prefill)" : " (row prefill)";
     expect_close(row(logits, 0, c.vocab_size), row(ref.logits(b_all), 20, c.vocab_size), 3e-2f, 3e-2f, "decode row" + mode);
     expect_close(row(logits, 1, c.vocab_size), row(ref.logits(a), 99, c.vocab_size), 3e-2f, 3e-2f, "chunk row" + mode);
+  }
+}
+
+// A step wider than the MLP's chunk (kMlpChunkRows) runs its MLP in chunks, whose buffers share
+// memory with the logits: three 700-token prompts in one step (2,100 rows, cut inside the second
+// prompt) against the CPU twin with bf16 weights, and with FP8 weights (whose norm and SiLU write
+// each chunk's e4m3 rows into one scratch) against the same prompts one step each, unchunked.
+TEST(CudaRunner, MlpInChunksMatchesTheWholeStep) {
+  OPTIMATE_REQUIRE_GPU();
+  const ModelConfig c = small_config(true);
+  const LoadedModel host = make_dummy_model(c, 98);
+  CudaRunnerOptions o = small_options();
+  o.max_num_batched_tokens = 2200;
+  constexpr int64_t kLen = 700, kBlocks = (kLen + 15) / 16;
+  std::vector<std::vector<int32_t>> prompts, tables;
+  for (int64_t k = 0; k < 3; ++k) {
+    prompts.push_back(random_tokens(kLen, c.vocab_size, uint32_t(40 + k)));
+    std::vector<int32_t> t;
+    for (int64_t i = 0; i < kBlocks; ++i) t.push_back(int32_t((37 * (k * kBlocks + i)) % 200));
+    tables.push_back(t);
+  }
+  ForwardBatch step;
+  for (int64_t k = 0; k < 3; ++k) step.seqs.push_back({prompts[k], 0, tables[k], true});
+  {
+    CudaModelRunner runner(host, o);
+    std::vector<float> logits;
+    runner.forward(step, logits);
+    ASSERT_EQ(logits.size(), size_t(3 * c.vocab_size));
+    const ReferenceModel ref(host);
+    for (int64_t k = 0; k < 3; ++k)
+      expect_close(row(logits, k, c.vocab_size), row(ref.logits(prompts[k]), kLen - 1, c.vocab_size), 3e-2f, 3e-2f,
+                   "prompt " + std::to_string(k) + " of the chunked step");
+  }
+  o.quantization = WeightQuantization::kFp8;
+  CudaModelRunner fp8(host, o);
+  std::vector<float> chunked, single;
+  fp8.forward(step, chunked);
+  for (int64_t k = 0; k < 3; ++k) {
+    fp8.forward({{step.seqs[k]}}, single);
+    expect_close(row(chunked, k, c.vocab_size), single, 3e-2f, 3e-2f,
+                 "FP8 weights, prompt " + std::to_string(k) + ": chunked step against its own step");
   }
 }
 
