@@ -61,7 +61,8 @@ def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
 
 
 def _priority(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) -> int:
-    """Larger is more important (the seed's rule; vLLM's ``priority`` is lower-first)."""
+    """The caller's priority, in the convention of the engine argument ``priority_order`` (by
+    default higher-first, the seed's rule; the extension converts it to the engine's order)."""
     if metadata:
         unknown = set(metadata) - {"priority"}
         if unknown:
@@ -162,8 +163,9 @@ class LLMEngine:
     def add_request(self, request_id: str, prompt: PromptType, params: Optional[SamplingParams] = None,
                     arrival_time: Optional[float] = None, *, metadata: Optional[Mapping[str, Any]] = None,
                     priority: Optional[int] = None) -> None:
-        """Queues a request. ``metadata={"priority": p}`` (or ``priority=p``): a larger p is more
-        important. ValueError for a bad prompt, parameters or a request id in use."""
+        """Queues a request. ``metadata={"priority": p}`` (or ``priority=p``): by default a larger
+        p is more important (``priority_order="lower-first"``: a smaller one). ValueError for a
+        bad prompt, parameters or a request id in use."""
         if not isinstance(request_id, str):
             raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._tracker:

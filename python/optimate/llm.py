@@ -29,8 +29,9 @@ class LLM:
                  sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
                  priority: Optional[Sequence[int]] = None, use_tqdm: bool = True) -> list[RequestOutput]:
         """Completes every prompt; one RequestOutput per prompt, in order. ``sampling_params``
-        is one for all or one per prompt; ``priority`` one per prompt (larger first). A progress
-        bar (tqdm) shows once a batch has run for a couple of seconds."""
+        is one for all or one per prompt; ``priority`` one per prompt (larger first, unless
+        ``priority_order="lower-first"``). A progress bar (tqdm) shows once a batch has run for a
+        couple of seconds."""
         if isinstance(prompts, (str, Mapping)) or (
                 isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]

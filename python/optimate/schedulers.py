@@ -8,7 +8,7 @@ optimizers::
     engine = create_optimized_engine({"model": "models/m.gguf", "scheduler": PriorityScheduler()})
     engine = create_optimized_engine(EngineArgs(model="models/m.gguf"), optimizers=[PriorityScheduler(levels=3)])
 
-A larger priority is more important (the seed's rule).
+A larger priority is more important (the seed's rule, the default ``priority_order``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
 
 namespace optimate::python {
 
-AsyncHandle::AsyncHandle(EngineHandle& engine) : engine_(std::make_unique<AsyncEngine>(engine.release())) {}
+AsyncHandle::AsyncHandle(EngineHandle& engine)
+    : priority_order_(engine.priority_order()), engine_(std::make_unique<AsyncEngine>(engine.release())) {}
 
 AsyncHandle::~AsyncHandle() {
   // The engine thread may be waiting for the GIL (a callback, a Python policy).
@@ -40,9 +41,7 @@ void AsyncHandle::submit(const std::string& request_id, const std::vector<int32_
       e.discard_as_unraisable("optimate: delivering an error to asyncio");
     }
   };
-  sched::RequestMetadata metadata;
-  metadata.priority = priority;
-  engine_->submit(request_id, prompt_ids, params, metadata, std::move(listener));
+  engine_->submit(request_id, prompt_ids, params, request_metadata(priority_order_, priority), std::move(listener));
 }
 
 void AsyncHandle::abort(const std::string& request_id) { engine_->abort(request_id); }

@@ -35,6 +35,7 @@ class AsyncHandle {
   template <typename T>
   T run_on_engine(std::function<T(Engine&)> task);
 
+  PriorityOrder priority_order_;
   std::unique_ptr<AsyncEngine> engine_;
 };
 

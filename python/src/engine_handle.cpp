@@ -82,6 +82,13 @@ EngineHandle::EngineHandle(const OptionMap& settings, const std::vector<Optimize
   engine_.emplace(std::move(args), std::move(parts));
   max_model_len_ = engine_->limits().max_model_len;
   num_kv_blocks_ = engine_->stats().kv_total_blocks;
+  priority_order_ = engine_->config().priority_order;
+}
+
+sched::RequestMetadata request_metadata(PriorityOrder order, int64_t client_priority) {
+  sched::RequestMetadata metadata;
+  metadata.priority = to_engine_priority(order, ClientPriority{client_priority});
+  return metadata;
 }
 
 Engine& EngineHandle::engine() {
@@ -115,9 +122,7 @@ std::pair<std::string, std::vector<int32_t>> EngineHandle::chat_prompt(
 
 void EngineHandle::add_request(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
                                const SamplingParams& params, int64_t priority) {
-  sched::RequestMetadata metadata;
-  metadata.priority = priority;
-  engine().add_request(request_id, prompt_ids, params, metadata);
+  engine().add_request(request_id, prompt_ids, params, request_metadata(priority_order_, priority));
 }
 
 std::vector<sched::RequestOutput> EngineHandle::step() {

@@ -40,6 +40,7 @@ class EngineHandle {
   std::pair<std::string, std::vector<int32_t>> chat_prompt(
       const std::vector<std::pair<std::string, std::string>>& messages, bool add_generation_prompt) const;
 
+  // `priority` as the caller's clients send it (the engine's priority_order).
   void add_request(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
                    const SamplingParams& params, int64_t priority);
   std::vector<sched::RequestOutput> step();
@@ -55,6 +56,7 @@ class EngineHandle {
   int64_t num_kv_blocks() const { return num_kv_blocks_; }
   int64_t vocab_size() const { return vocab_size_; }
   const std::string& description() const { return description_; }
+  PriorityOrder priority_order() const { return priority_order_; }
 
   // Moves the engine out (to an AsyncEngine).
   Engine release();
@@ -71,7 +73,12 @@ class EngineHandle {
   int64_t num_kv_blocks_ = 0;
   int64_t vocab_size_ = 0;
   std::string description_;
+  PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;
 };
+
+// What the Python caller gave, as the engine schedules it: the priority it passed, in its
+// clients' convention (`order`), in the engine's. The Python package's one conversion.
+sched::RequestMetadata request_metadata(PriorityOrder order, int64_t client_priority);
 
 // SamplingParams from the Python SamplingParams (attributes of the same names); validated.
 SamplingParams sampling_params_from(nb::handle params);

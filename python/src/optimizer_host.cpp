@@ -87,6 +87,7 @@ OptimizerHost::OptimizerHost(OptimizerHostOptions options, nb::object clock)
   guard_->engine_clock = clock_;
   guard_->watchdog_ms = options_.watchdog_ms;
   guard_->watchdog_calls = options_.watchdog_calls;
+  guard_->priority_order = options_.priority_order;
   optim::BuildContext context;
   context.priority_order = options_.priority_order;
   optimizers_ = std::make_unique<OptimizerSet>(optim::OptimizerRegistry::with_builtin(), context, guard_);
@@ -238,14 +239,12 @@ void OptimizerHost::update_priority_labels() {
   for (const OptimizerSpec& spec : optimizers_->active_specs())
     if (spec.name == "priority" && spec.enabled) priority = spec;
   if (!priority) {
-    serving_->set_priority_labeler([](int64_t p) { return metrics::fixed_priority_label(p); });
+    serving_->set_priority_labeler(metrics::fixed_priority_labeler(options_.priority_order));
     return;
   }
   optim::OptionReader reader(*priority);
   const optim::PriorityOptions levels = optim::PriorityOptions::read(reader, options_.priority_order);
-  serving_->set_priority_labeler([levels, order = options_.priority_order](int64_t p) {
-    return levels.level_name(levels.level_of(to_engine_priority(order, p)));
-  });
+  serving_->set_priority_labeler([levels](EnginePriority p) { return levels.level_name(levels.level_of(p)); });
 }
 
 void OptimizerHost::record_step(int64_t batch_size) {
@@ -254,10 +253,10 @@ void OptimizerHost::record_step(int64_t batch_size) {
   serving_->record_step(step);
 }
 
-void OptimizerHost::record_queue_time(int64_t client_priority, double queue_s) {
+void OptimizerHost::record_queue_time(int64_t priority, double queue_s) {
   metrics::FinishedRequestStats r;
   r.finish_reason = "stop";
-  r.priority = client_priority;
+  r.priority = EnginePriority{priority};
   r.queue_s = queue_s;
   serving_->record_finished(r);
 }
@@ -268,7 +267,8 @@ void OptimizerHost::record_event(const std::string& optimizer, const std::string
 
 void OptimizerHost::set_queue_state(const std::map<int64_t, int64_t>& waiting_by_priority, int64_t kv_used_blocks,
                                     int64_t kv_total_blocks) {
-  queue_state_.num_waiting_by_priority = waiting_by_priority;
+  queue_state_.num_waiting_by_priority.clear();
+  for (const auto& [priority, count] : waiting_by_priority) queue_state_.num_waiting_by_priority[EnginePriority{priority}] = count;
   queue_state_.kv_used_blocks = kv_used_blocks;
   queue_state_.kv_total_blocks = kv_total_blocks;
 }

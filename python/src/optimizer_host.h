@@ -80,9 +80,10 @@ class OptimizerHost {
   void on_output(const std::string& request_id, int64_t num_new_tokens, bool finished, int64_t now_ns);
   void on_step(int64_t now_ns, int64_t step_ns, int64_t prompt_tokens, int64_t generated_tokens);
 
-  // optimate:* series. Queue times and waiting counts are by the client's priority.
+  // optimate:* series. Queue times and waiting counts are by priority in the engine's order
+  // (the caller converted its clients' values, as for the views).
   void record_step(int64_t batch_size);
-  void record_queue_time(int64_t client_priority, double queue_s);
+  void record_queue_time(int64_t priority, double queue_s);
   void record_event(const std::string& optimizer, const std::string& event);
   void set_queue_state(const std::map<int64_t, int64_t>& waiting_by_priority, int64_t kv_used_blocks,
                        int64_t kv_total_blocks);

@@ -148,7 +148,7 @@ void bind_optimizer_host(nb::module_& m) {
       .def("on_output", &OptimizerHost::on_output, "request_id"_a, "num_new_tokens"_a, "finished"_a, "now_ns"_a)
       .def("on_step", &OptimizerHost::on_step, "now_ns"_a, "step_ns"_a, "prompt_tokens"_a, "generated_tokens"_a)
       .def("record_step", &OptimizerHost::record_step, "batch_size"_a)
-      .def("record_queue_time", &OptimizerHost::record_queue_time, "client_priority"_a, "queue_s"_a)
+      .def("record_queue_time", &OptimizerHost::record_queue_time, "priority"_a, "queue_s"_a)
       .def("record_event", &OptimizerHost::record_event, "optimizer"_a, "event"_a)
       .def("set_queue_state", &OptimizerHost::set_queue_state, "waiting_by_priority"_a, "kv_used_blocks"_a,
            "kv_total_blocks"_a)

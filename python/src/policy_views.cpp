@@ -67,7 +67,7 @@ std::vector<RequestRow> parse_rows(nb::handle rows, const char* queue) {
     RequestRow row;
     try {
       row.request_id = nb::cast<std::string>(t[0]);
-      int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.priority,
+      int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.priority.value,
                          &row.fields.arrival_ns,       &row.fields.num_prompt_tokens, &row.fields.num_output_tokens,
                          &row.fields.num_computed_tokens, &row.fields.max_tokens,   &row.fields.num_blocks,
                          &row.fields.num_full_blocks,  &row.fields.num_preemptions, &row.fields.num_kv_bytes,
@@ -87,7 +87,7 @@ std::vector<RequestRow> parse_rows(nb::handle rows, const char* queue) {
 std::string request_repr(const optim::RequestView& r) {
   return fmt::format("RequestView(request_id='{}', seq_index={}, priority={}, num_prompt_tokens={}, "
                      "num_output_tokens={}, num_computed_tokens={}, num_blocks={})",
-                     r.request_id, r.seq_index, r.priority, r.num_prompt_tokens, r.num_output_tokens,
+                     r.request_id, r.seq_index, r.priority.value, r.num_prompt_tokens, r.num_output_tokens,
                      r.num_computed_tokens, r.num_blocks);
 }
 
@@ -97,7 +97,7 @@ void bind_requests(nb::module_& m) {
       .def_rw("seq_id", &R::seq_id, "the scheduler's id of this sequence (unique, never reused)")
       .def_prop_ro("request_id", [](const R& r) { return std::string(r.request_id); })
       .def_rw("seq_index", &R::seq_index, "which of the request's n samples")
-      .def_rw("priority", &R::priority, "larger is more important (the engine's order)")
+      .def_rw("priority", &R::priority, "in the engine's order: larger is more important")
       .def_rw("arrival_ns", &R::arrival_ns, "engine clock")
       .def_rw("num_prompt_tokens", &R::num_prompt_tokens)
       .def_rw("num_output_tokens", &R::num_output_tokens)

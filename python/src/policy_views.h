@@ -14,6 +14,23 @@
 
 #include "optim/api/views.h"
 
+// An EnginePriority is a Python int (in the engine's order, larger is more important).
+namespace nanobind::detail {
+template <>
+struct type_caster<optimate::EnginePriority> {
+  NB_TYPE_CASTER(optimate::EnginePriority, const_name("int"))
+  bool from_python(handle src, uint8_t flags, cleanup_list* cleanup) noexcept {
+    make_caster<int64_t> c;
+    if (!c.from_python(src, flags, cleanup)) return false;
+    value = optimate::EnginePriority{c.value};
+    return true;
+  }
+  static handle from_cpp(optimate::EnginePriority p, rv_policy, cleanup_list*) noexcept {
+    return PyLong_FromLongLong(p.value);
+  }
+};
+}  // namespace nanobind::detail
+
 // A SchedulerView's queues are bound lists (RequestViewList) whose items refer into the view, not
 // copies made by the STL caster.
 NB_MAKE_OPAQUE(std::vector<optimate::optim::RequestView>)

@@ -102,7 +102,8 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
     params.temperature = 0.0f;  // greedy: the same tokens in every configuration
     params.ignore_eos = workload.spec.ignore_eos;
     sched::RequestMetadata meta;
-    meta.priority = br.priority;
+    // The workload's priorities are a client's: converted here, as a server converts them.
+    meta.priority = to_engine_priority(engine.config().priority_order, ClientPriority{br.priority});
     meta.arrival_ns = t0_ns + std::llround(arrival_s * 1e9);
     try {
       if (br.prompt_token_ids.empty()) engine.add_request(br.id, br.prompt_text, params, meta);

@@ -27,12 +27,12 @@ std::string_view priority_order_name(PriorityOrder order) {
   return order == PriorityOrder::kHigherFirst ? "higher-first" : "lower-first";
 }
 
-int64_t to_engine_priority(PriorityOrder order, int64_t client_priority) {
-  return order == PriorityOrder::kHigherFirst ? client_priority : negate(client_priority);
+EnginePriority to_engine_priority(PriorityOrder order, ClientPriority priority) {
+  return {order == PriorityOrder::kHigherFirst ? priority.value : negate(priority.value)};
 }
 
-int64_t to_client_priority(PriorityOrder order, int64_t engine_priority) {
-  return order == PriorityOrder::kHigherFirst ? engine_priority : negate(engine_priority);
+ClientPriority to_client_priority(PriorityOrder order, EnginePriority priority) {
+  return {order == PriorityOrder::kHigherFirst ? priority.value : negate(priority.value)};
 }
 
 }  // namespace optimate

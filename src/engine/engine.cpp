@@ -76,6 +76,7 @@ Engine::Engine(EngineConfig config, EngineParts parts)
   guard_->clock = parts.policy_clock ? std::move(parts.policy_clock) : std::make_shared<SteadyClock>();
   guard_->engine_clock = clock_;
   guard_->decisions = decisions_;
+  guard_->priority_order = config_.priority_order;
   optimizers_ = std::make_unique<OptimizerSet>(std::move(parts.registry), build_context(), guard_);
   kernels_ = std::make_unique<KernelGuard>(*runner_);
   check_kernels(config_.optimizers);
@@ -120,15 +121,15 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
     fail(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most the vocabulary size {}", vocab);
   auto shared = std::make_shared<const SamplingParams>(params);
   const uint64_t seed = params.seed ? *params.seed : mix_seed(next_seed_++);
-  RequestMetadata engine_metadata = metadata;
-  engine_metadata.priority = to_engine_priority(config_.priority_order, metadata.priority);
   const int64_t num_prompt_tokens = static_cast<int64_t>(prompt_ids.size());
-  scheduler_->add_request(request_id, prompt_ids, shared, engine_metadata, seed);
+  scheduler_->add_request(request_id, prompt_ids, shared, metadata, seed);
   for (int64_t i = 0; i < params.n; ++i) outputs_->add(request_id, i, prompt_ids, shared);
   const int64_t now = clock_->now_ns();
   const int64_t arrival_ns = metadata.arrival_ns.value_or(now);
   if (window_) window_->on_arrival(request_id, params.n, arrival_ns, now);
-  if (trace_) trace_->record(arrival_ns, num_prompt_tokens, params.max_tokens, metadata.priority);
+  if (trace_)  // a trace is replayed as a client's requests: their priorities in its convention
+    trace_->record(arrival_ns, num_prompt_tokens, params.max_tokens,
+                   to_client_priority(config_.priority_order, metadata.priority).value);
   if (params.constraint) matchers_.add(request_id, params.n, *params.constraint);
   if (params.prompt_logprobs) prompt_logprobs_.add(request_id, params.n);
   if (sampling::may_need_host_sampling(params)) host_sampled_[request_id] = params.n;

@@ -14,7 +14,7 @@ optim::MetricsView Engine::metrics_view() const {
   const int64_t now = m.now_ns;
   m.num_kv_blocks = scheduler_->config().num_kv_blocks;
   const optim::KvQuota& quota = scheduler_->policy_knobs().kv_quota;
-  std::map<int64_t, optim::ClassMetrics, std::greater<>> classes;
+  std::map<EnginePriority, optim::ClassMetrics, std::greater<>> classes;
   for (sched::SeqId seq : scheduler_->running_queue()) {
     const sched::Request* r = scheduler_->find(seq);
     if (!r) continue;

@@ -46,7 +46,8 @@ void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns)
     if (const sched::Request* r = scheduler_->find(seq)) waiting.push_back(r);
   std::sort(waiting.begin(), waiting.end(),
             [](const sched::Request* a, const sched::Request* b) { return a->arrival_ns < b->arrival_ns; });
-  const auto client = [&](int64_t p) { return to_client_priority(config_.priority_order, p); };
+  // Shown as the clients sent them.
+  const auto client = [&](EnginePriority p) { return to_client_priority(config_.priority_order, p).value; };
   for (const sched::Request* r : admitted) {
     const auto earlier = std::lower_bound(waiting.begin(), waiting.end(), r->arrival_ns,
                                           [](const sched::Request* w, int64_t t) { return w->arrival_ns < t; });

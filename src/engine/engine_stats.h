@@ -13,8 +13,7 @@
 
 namespace optimate {
 
-// The scheduler's snapshot, with num_waiting_by_priority keyed by the clients' priority
-// values (--priority-order), and the optimizers' totals.
+// The scheduler's snapshot and the optimizers' totals.
 struct EngineStats : sched::SchedulerSnapshot {
   // Seconds inside each optimizer's (and baseline's) policies since the start.
   std::map<std::string, double> optimizer_seconds;

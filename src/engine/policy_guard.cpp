@@ -98,10 +98,12 @@ std::string index_problem(int64_t index, size_t size, const char* of) {
   return fmt::format("chose {}[{}] of {}", of, index, size);
 }
 
-void add_request_fields(DecisionRecord& r, const RequestView& v, int64_t now_ns, const char* prefix) {
+// Priorities as the clients sent them.
+void add_request_fields(DecisionRecord& r, const RequestView& v, int64_t now_ns, const char* prefix,
+                        PriorityOrder priority_order) {
   const std::string p(prefix);
   r.with(p + "request_id", std::string(v.request_id))
-      .with(p + "priority", v.priority)
+      .with(p + "priority", to_client_priority(priority_order, v.priority).value)
       .with(p + "waited_ms", static_cast<double>(now_ns - v.arrival_ns) * 1e-6);
 }
 
@@ -139,10 +141,10 @@ class GuardedQueue final : public QueuePolicy {
       DecisionRecord r;
       r.event = "preemption";
       r.reason = blocked_on == BlockedOn::kKvBlocks ? "kv_blocks" : "max_num_seqs";
-      add_request_fields(r, view.running[static_cast<size_t>(*victim)], view.now_ns, "");
+      add_request_fields(r, view.running[static_cast<size_t>(*victim)], view.now_ns, "", guard_.context().priority_order);
       r.with("num_blocks", view.running[static_cast<size_t>(*victim)].num_blocks)
           .with("num_output_tokens", view.running[static_cast<size_t>(*victim)].num_output_tokens);
-      add_request_fields(r, view.waiting[static_cast<size_t>(waiting_index)], view.now_ns, "for_");
+      add_request_fields(r, view.waiting[static_cast<size_t>(waiting_index)], view.now_ns, "for_", guard_.context().priority_order);
       r.with("kv_usage", view.kv.usage()).with("num_running", static_cast<int64_t>(view.running.size()));
       guard_.record(std::move(r));
     }
@@ -208,7 +210,7 @@ class GuardedPreempt final : public PreemptPolicy {
       DecisionRecord r;
       r.event = "preemption";
       r.reason = "kv_exhausted";
-      add_request_fields(r, v, view.now_ns, "");
+      add_request_fields(r, v, view.now_ns, "", guard_.context().priority_order);
       r.with("num_blocks", v.num_blocks)
           .with("num_output_tokens", v.num_output_tokens)
           .with("num_candidates", static_cast<int64_t>(candidates.size()))

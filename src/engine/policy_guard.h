@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "core/clock.h"
+#include "core/priority_order.h"
 #include "engine/decision_log.h"
 #include "optim/api/policy_set.h"
 
@@ -52,6 +53,7 @@ struct GuardContext {
   double watchdog_ms = 0.0;           // 0: off
   int64_t watchdog_calls = 3;         // calls in a row over watchdog_ms that trip it
   std::shared_ptr<DecisionLog> decisions;  // null: no decision log
+  PriorityOrder priority_order = PriorityOrder::kHigherFirst;  // how records show priorities
   // Whose policy ran last: the suspect when a step fails right after a decision.
   std::shared_ptr<OptimizerHealth> last_called;
 };

@@ -26,7 +26,7 @@ namespace optimate::metrics {
 struct SchedulerSnapshot {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
-  std::map<int64_t, int64_t> num_waiting_by_priority;  // engine priority -> sequences
+  std::map<EnginePriority, int64_t> num_waiting_by_priority;  // sequences per priority
   int64_t kv_used_blocks = 0;
   int64_t kv_total_blocks = 0;
   std::map<std::string, int64_t> kv_blocks_by_precision;  // "bf16", "int8", "int4" -> blocks in use
@@ -64,7 +64,7 @@ struct StepStats {
 // the phase never happened (an aborted request that never got a token has no TTFT).
 struct FinishedRequestStats {
   std::string finish_reason;  // "stop", "length" or "abort"
-  int64_t priority = 0;       // in the engine's order (larger runs first)
+  EnginePriority priority;
   int64_t num_prompt_tokens = 0;
   int64_t num_generation_tokens = 0;
   int64_t max_tokens = 0;
@@ -80,7 +80,8 @@ class ServingMetrics {
  public:
   ServingMetrics(Registry& registry, std::string model_name, int64_t max_model_len);
 
-  // The rule that names priorities in the per-priority series (default: fixed_priority_label).
+  // The rule that names priorities in the per-priority series (default: fixed_priority_labeler
+  // of higher-first clients).
   void set_priority_labeler(PriorityLabeler labeler) { priority_labels_.set_labeler(std::move(labeler)); }
 
   void set_scheduler_state(const SchedulerSnapshot& snapshot);

@@ -176,8 +176,8 @@ void AdaptiveController::move_kv_quota(const MetricsView& m, const Knobs& k, con
   policy.kv_quota = quota;
   std::vector<PolicyCounter> f = figures(m, s);
   for (const ClassMetrics& c : m.classes) {
-    f.push_back({"kv_blocks.p" + std::to_string(c.priority), static_cast<double>(c.kv_blocks)});
-    f.push_back({"long_kv_blocks.p" + std::to_string(c.priority), static_cast<double>(c.long_kv_blocks)});
+    f.push_back({"kv_blocks.p" + std::to_string(c.priority.value), static_cast<double>(c.kv_blocks)});
+    f.push_back({"long_kv_blocks.p" + std::to_string(c.priority.value), static_cast<double>(c.long_kv_blocks)});
   }
   out.actions.push_back({"kv_quota.reserve_blocks", static_cast<double>(k.policy.kv_quota.reserve_blocks),
                          static_cast<double>(quota.reserve_blocks),

@@ -50,7 +50,7 @@ KvQuantOptions KvQuantOptions::read(OptionReader& r, PriorityOrder order) {
   // important; lower-first (vLLM), -1 and below.
   const int64_t client_default = order == PriorityOrder::kHigherFirst ? 1 : -1;
   o.full_precision_min_priority =
-      to_engine_priority(order, r.get_int("full_precision_min_priority", client_default));
+      to_engine_priority(order, ClientPriority{r.get_int("full_precision_min_priority", client_default)});
   o.keep_recent_tokens = r.get_int("keep_recent_tokens", o.keep_recent_tokens);
   o.keep_first_tokens = r.get_int("keep_first_tokens", o.keep_first_tokens);
   o.max_blocks_per_step = r.get_int("max_blocks_per_step", o.max_blocks_per_step);
@@ -185,7 +185,7 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize_orders(const SchedulerVie
     left -= n;
     requantize_orders_ += n;
     spdlog::debug("kv_quant: requantize up to {} blocks of '{}' (priority {}) to {}: KV cache {:.1f}% used",
-                  n, r->request_id, r->priority, kv::kv_precision_name(precision),
+                  n, r->request_id, r->priority.value, kv::kv_precision_name(precision),
                   100 * view.kv.usage());
   }
   return orders;

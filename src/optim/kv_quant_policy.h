@@ -48,8 +48,8 @@ struct KvQuantOptions {
   double activation_threshold = 0.8;
   double deactivation_threshold = 0.7;
   bool priority_aware = true;
-  // In the engine's convention (larger is more important); read in the clients'.
-  int64_t full_precision_min_priority = 1;
+  // Read in the clients' convention.
+  EnginePriority full_precision_min_priority{1};
   int64_t keep_recent_tokens = 64;
   int64_t keep_first_tokens = 16;
   int64_t max_blocks_per_step = 256;

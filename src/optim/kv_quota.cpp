@@ -16,8 +16,8 @@ int64_t blocks_to_admit(const SchedulerView& view, const RequestView& r) {
   return (tokens + block_size - 1) / block_size;
 }
 
-std::map<int64_t, int64_t> long_blocks_by_class(const SchedulerView& view) {
-  std::map<int64_t, int64_t> out;
+std::map<EnginePriority, int64_t> long_blocks_by_class(const SchedulerView& view) {
+  std::map<EnginePriority, int64_t> out;
   for (const RequestView& r : view.running)
     if (is_long_generation(view.knobs.kv_quota, r)) out[r.priority] += r.num_blocks;
   return out;
@@ -28,7 +28,7 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
   const KvQuota& quota = view.knobs.kv_quota;
   if (!quota.active()) return order;
   const double share_blocks = quota.long_max_share * static_cast<double>(view.kv.num_blocks);
-  std::map<int64_t, int64_t> long_blocks = long_blocks_by_class(view);
+  std::map<EnginePriority, int64_t> long_blocks = long_blocks_by_class(view);
   int64_t free_blocks = view.kv.num_free_blocks;
   std::vector<int64_t> kept;
   kept.reserve(order.size());
@@ -61,7 +61,7 @@ std::optional<int64_t> over_share_victim(const SchedulerView& view,
   const KvQuota& quota = view.knobs.kv_quota;
   if (quota.long_max_share >= 1.0) return std::nullopt;
   const double share_blocks = quota.long_max_share * static_cast<double>(view.kv.num_blocks);
-  const std::map<int64_t, int64_t> long_blocks = long_blocks_by_class(view);
+  const std::map<EnginePriority, int64_t> long_blocks = long_blocks_by_class(view);
   std::optional<int64_t> best;
   for (int64_t i : candidates) {
     const RequestView& r = view.running[static_cast<size_t>(i)];

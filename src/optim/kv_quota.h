@@ -28,8 +28,8 @@ bool is_long_generation(const KvQuota& quota, const RequestView& r);
 // budget left), ignoring prefix-cache hits: an upper bound.
 int64_t blocks_to_admit(const SchedulerView& view, const RequestView& r);
 
-// Blocks each class's long generations hold now (engine priority -> blocks).
-std::map<int64_t, int64_t> long_blocks_by_class(const SchedulerView& view);
+// Blocks each class's long generations hold now (by priority).
+std::map<EnginePriority, int64_t> long_blocks_by_class(const SchedulerView& view);
 
 // `order` (indices into view.waiting, in admission order) without the requests the quota holds
 // back this step. Admissions earlier in the order count against the reserve and the shares of

@@ -14,10 +14,10 @@ constexpr double kDefaultMaxWaitMs = 30000.0;
 
 }  // namespace
 
-int64_t PriorityOptions::level_of(int64_t priority) const {
+int64_t PriorityOptions::level_of(EnginePriority priority) const {
   // Saturating: priorities near the int64 limits must not overflow the subtraction.
   if (priority <= lowest_priority) return 0;
-  const uint64_t above = static_cast<uint64_t>(priority) - static_cast<uint64_t>(lowest_priority);
+  const uint64_t above = static_cast<uint64_t>(priority.value) - static_cast<uint64_t>(lowest_priority.value);
   return static_cast<int64_t>(std::min<uint64_t>(above, static_cast<uint64_t>(levels - 1)));
 }
 
@@ -42,7 +42,7 @@ PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
   // Lower-first clients send 0 for ordinary work and larger values for background work: 0 is
   // the top level, levels - 1 and above the bottom one.
   const int64_t default_lowest = order == PriorityOrder::kHigherFirst ? 0 : -(o.levels - 1);
-  o.lowest_priority = r.get_int("lowest_priority", default_lowest);
+  o.lowest_priority = EnginePriority{r.get_int("lowest_priority", default_lowest)};
   o.aging_ms = r.get_double("aging_ms", o.aging_ms);
   if (o.aging_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.aging_ms must be >= 0, got {}", o.aging_ms);

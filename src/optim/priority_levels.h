@@ -2,7 +2,7 @@
 // important) to levels - 1, a per-level admission deadline, and the aging rate.
 //
 // Level rule: level = clamp(priority - lowest_priority, 0, levels - 1), on the engine's
-// higher-first values (the engine converts vLLM's lower-first values, see --priority-order).
+// higher-first values (a front end converts vLLM's lower-first values, see --priority-order).
 // Values outside the range are clamped, never rejected: an unknown client's priority 100 is
 // simply the top level. The default lowest_priority follows the clients' convention, so that
 // a client's default priority 0 is the least important level under higher-first and the most
@@ -21,7 +21,7 @@ class OptionReader;
 
 struct PriorityOptions {
   int64_t levels = 4;            // low, medium, high, critical
-  int64_t lowest_priority = 0;   // the priority value of level 0 (engine convention)
+  EnginePriority lowest_priority;  // the priority value of level 0
   // Inside one level, waiting time that is worth one unit of priority (0: no aging): a level
   // holding several priority values (clamped ones) orders them by value plus waiting time /
   // aging_ms, so the lesser values there are not starved. Aging never crosses levels.
@@ -37,7 +37,7 @@ struct PriorityOptions {
   double min_run_ms = 500.0;     // a (re)admitted request is not preempted for this long
   bool choose_victims = true;    // also pick the least important victim when KV runs dry
 
-  int64_t level_of(int64_t priority) const;
+  int64_t level_of(EnginePriority priority) const;
   // "low", "medium", "high", "critical" for up to 4 levels, else "level<K>".
   std::string level_name(int64_t level) const;
   int64_t max_wait_ns(int64_t level) const;

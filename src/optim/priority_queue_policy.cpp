@@ -33,7 +33,7 @@ PriorityQueuePolicy::PriorityQueuePolicy(PriorityOptions options)
       oldest_wait_ms_by_level_(static_cast<size_t>(options_.levels), 0.0) {}
 
 double PriorityQueuePolicy::aged_priority(const RequestView& r, int64_t now_ns) const {
-  const double value = static_cast<double>(r.priority);
+  const double value = static_cast<double>(r.priority.value);
   if (options_.aging_ms <= 0) return value;
   const double waited_ms = static_cast<double>(std::max<int64_t>(0, now_ns - r.arrival_ns)) * 1e-6;
   return value + waited_ms / options_.aging_ms;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/priority_order.h"
 #include "core/sampling_params.h"
 #include "sched/request_output.h"
 
@@ -23,9 +24,7 @@ using SeqId = int64_t;
 inline constexpr int32_t kPendingToken = std::numeric_limits<int32_t>::min();
 
 struct RequestMetadata {
-  // Engine::add_request takes the clients' convention (--priority-order); the scheduler gets
-  // the engine's, where a larger value is more important.
-  int64_t priority = 0;
+  EnginePriority priority;  // the front end converted the client's value (core/priority_order.h)
   std::optional<int64_t> arrival_ns;    // default: the scheduler clock at add_request
 };
 
@@ -36,7 +35,7 @@ struct Request {
   std::string request_id;
   int64_t seq_index = 0;  // which of the request's n samples
   std::shared_ptr<const SamplingParams> params;
-  int64_t priority = 0;   // larger is more important
+  EnginePriority priority;
   int64_t arrival_ns = 0;
   uint64_t seed = 0;      // sampling seed of this sequence (request seed + index)
 

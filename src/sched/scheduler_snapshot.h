@@ -8,12 +8,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/priority_order.h"
+
 namespace optimate::sched {
 
 struct SchedulerSnapshot {
   int64_t num_running = 0;  // sequences in the running set
   int64_t num_waiting = 0;  // sequences queued (new or preempted)
-  std::map<int64_t, int64_t> num_waiting_by_priority;  // engine priority -> sequences
+  std::map<EnginePriority, int64_t> num_waiting_by_priority;  // sequences per priority
   int64_t num_waiting_tokens = 0;  // the waiting sequences' tokens (prompt and generated)
   int64_t kv_total_blocks = 0;
   int64_t kv_used_blocks = 0;  // blocks held by a sequence

@@ -167,7 +167,7 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
     info_.tool_parser = ToolParser::kLlama3Json;
   eos_token_ids_ = engine.runner().config().eos_token_ids;
   specs_ = engine.config().optimizers;
-  priority_order_ = engine.config().priority_order;
+  info_.priority_order = engine.config().priority_order;
   update_priority_labels();
   config_status_ = {{"version", engine.config_version()}, {"last_reload", nullptr}};
   last_stats_ = engine.stats();
@@ -347,14 +347,12 @@ void EngineBackend::update_priority_labels() {
   }
   if (priority) {
     optim::OptionReader reader(*priority);
-    const optim::PriorityOptions levels = optim::PriorityOptions::read(reader, priority_order_);
-    metrics_->set_priority_labeler([levels, order = priority_order_](int64_t p) {
-      return levels.level_name(levels.level_of(to_engine_priority(order, p)));
-    });
+    const optim::PriorityOptions levels = optim::PriorityOptions::read(reader, info_.priority_order);
+    metrics_->set_priority_labeler([levels](EnginePriority p) { return levels.level_name(levels.level_of(p)); });
     return;
   }
   // The client's own numbers.
-  metrics_->set_priority_labeler([](int64_t p) { return metrics::fixed_priority_label(p); });
+  metrics_->set_priority_labeler(metrics::fixed_priority_labeler(info_.priority_order));
 }
 
 Json EngineBackend::list_optimizers() const {

@@ -48,9 +48,6 @@ class EngineBackend final : public GenerationBackend {
   LoadReport load() const override;
   int64_t num_waiting() const override;
   int64_t num_unfinished() const override { return num_live_.load(); }
-  int64_t top_priority() const override {
-    return to_client_priority(priority_order_, std::numeric_limits<int64_t>::max());
-  }
 
   Json list_optimizers() const override;
   Json update_optimizer(const std::string& name, const Json& body) override;
@@ -84,7 +81,6 @@ class EngineBackend final : public GenerationBackend {
   void run_and_wait(std::function<void(Engine&)> task) const;
 
   EngineBackendOptions options_;
-  PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;  // the clients' convention
   metrics::ServingMetrics* metrics_;
   // Set after the engine thread has started, which reads them after every step.
   std::atomic<metrics::OptimizerMetrics*> optimizer_metrics_{nullptr};

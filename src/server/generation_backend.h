@@ -4,13 +4,13 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/priority_order.h"
 #include "core/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -37,6 +37,8 @@ struct ModelInfo {
   int64_t max_num_batched_tokens = 0;
   // How tool calls read in the chat template's format (tool_choice "auto").
   ToolParser tool_parser = ToolParser::kHermes;
+  // Which way the clients' priority values point (--priority-order).
+  PriorityOrder priority_order = PriorityOrder::kHigherFirst;
 };
 
 // A replica's load now, as routers ask for it (GET /get_load).
@@ -53,7 +55,7 @@ struct BackendRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;  // max_tokens resolved
-  int64_t priority = 0;   // the engine's order: larger runs first
+  EnginePriority priority;
   bool tokens_as_ids = false;  // logprob tokens written "token_id:ID" (return_tokens_as_token_ids)
 };
 
@@ -99,8 +101,6 @@ class GenerationBackend {
   virtual LoadReport load() const = 0;
   virtual int64_t num_waiting() const = 0;  // requests queued, not yet running
   virtual int64_t num_unfinished() const = 0;
-  // The priority value, in the clients' convention, that the engine runs before any other.
-  virtual int64_t top_priority() const { return std::numeric_limits<int64_t>::max(); }
 
   // Run-time optimizer control (GET /v1/optimizers, PUT /v1/optimizers/NAME).
   virtual Json list_optimizers() const = 0;

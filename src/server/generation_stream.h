@@ -40,7 +40,7 @@ struct StreamSettings {
   int64_t best_of = 1;  // sequences per prompt generated (>= n)
   std::vector<int64_t> num_prompt_tokens;  // one entry per prompt
   int64_t max_tokens = 0;
-  int64_t priority = 0;  // in the engine's order (metrics map it to a bounded label)
+  EnginePriority priority;  // metrics map it to a bounded label
   // When the request arrived (TTFT and E2E count from it, a grammar's compile included) and
   // when it reached the engine (its queue time counts from it); -1: when the stream is made.
   int64_t arrival_ns = -1;

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/priority_order.h"
 #include "core/sampling_params.h"
 #include "server/json_fields.h"
 #include "server/tool_calls.h"
@@ -31,7 +32,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;
   bool continuous_usage_stats = false;
-  int64_t priority = 0;  // as the client sent it; the server maps it to the engine's order
+  ClientPriority priority;  // as sent: start_generation converts it (ModelInfo::priority_order)
   bool add_special_tokens = true;
   std::string request_id;  // vLLM's request_id: the response id is built from it when given
   // best_of >= n sequences are generated and the n with the highest cumulative logprob

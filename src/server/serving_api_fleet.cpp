@@ -54,7 +54,7 @@ Json generate_request_json(const std::string& request_id, const std::vector<int3
           {"features", nullptr},      {"sampling_params", sampling_json(params)},
           {"model", model},           {"stream", r.stream},
           {"stream_options", stream_options}, {"cache_salt", nullptr},
-          {"priority", r.priority},   {"kv_transfer_params", nullptr}};
+          {"priority", r.priority.value}, {"kv_transfer_params", nullptr}};
 }
 
 }  // namespace
@@ -143,7 +143,7 @@ void ServingApi::health_generate(const HttpRequest&, const std::shared_ptr<HttpE
   request.params.max_tokens = 1;
   request.params.temperature = 0.0f;
   request.params.ignore_eos = true;
-  request.priority = backend_.top_priority();
+  request.priority = EnginePriority::highest();
   const std::string id = request.request_id;
   auto answered = std::make_shared<std::once_flag>();
   backend_.submit(std::move(request), [exchange, answered](std::vector<GenerationOutput> outputs) {

@@ -160,7 +160,8 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   for (const auto& ids : prompts) params.push_back(prompt_params(r, static_cast<int64_t>(ids.size()), settings.kind));
   check_queue(static_cast<int64_t>(prompts.size()));
 
-  const int64_t priority = r.priority;  // the client's value: the engine knows its convention
+  // The one place the server turns a client's priority into the engine's.
+  const EnginePriority priority = to_engine_priority(backend_.model().priority_order, r.priority);
   const char* prefix = settings.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
   const std::string engine_id = random_request_id(prefix);
   // vLLM names the response after X-Request-Id, else the request's request_id; the engine keeps

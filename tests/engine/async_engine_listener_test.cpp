@@ -86,7 +86,7 @@ TEST(AsyncEngineListener, StatsShowHeldBlocksUntilAbortFreesThem) {
                              forward.on_output(std::move(out));
                            },
                            forward.on_error};
-  engine.submit("r", std::vector<int32_t>{1, 2, 3, 4, 5}, greedy(100000), {.priority = 3}, aborting);
+  engine.submit("r", std::vector<int32_t>{1, 2, 3, 4, 5}, greedy(100000), {.priority = {3}}, aborting);
   ASSERT_EQ(c.done.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_EQ(c.results.at({"r", 0}).reason, FinishReason::kAbort);
 
@@ -120,9 +120,9 @@ TEST(AsyncEngineListener, WaitingRequestsAreCountedByPriority) {
     seen.push_back(s);
   });
   a.num_open = b.num_open = d.num_open = 1;
-  engine.submit("a", std::vector<int32_t>{1, 2}, greedy(8000), {.priority = 0}, listener_for(a));
-  engine.submit("b", std::vector<int32_t>{1, 3}, greedy(8000), {.priority = 5}, listener_for(b));
-  engine.submit("d", std::vector<int32_t>{1, 4}, greedy(8000), {.priority = 5}, listener_for(d));
+  engine.submit("a", std::vector<int32_t>{1, 2}, greedy(8000), {.priority = {0}}, listener_for(a));
+  engine.submit("b", std::vector<int32_t>{1, 3}, greedy(8000), {.priority = {5}}, listener_for(b));
+  engine.submit("d", std::vector<int32_t>{1, 4}, greedy(8000), {.priority = {5}}, listener_for(d));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (engine.stats().num_waiting < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -133,7 +133,7 @@ TEST(AsyncEngineListener, WaitingRequestsAreCountedByPriority) {
   });
   ASSERT_NE(both_waiting, seen.end()) << "no snapshot with both requests waiting";
   EXPECT_EQ(both_waiting->num_running, 1);
-  EXPECT_EQ(both_waiting->num_waiting_by_priority, (std::map<int64_t, int64_t>{{5, 2}}));
+  EXPECT_EQ(both_waiting->num_waiting_by_priority, (std::map<EnginePriority, int64_t>{{EnginePriority{5}, 2}}));
 }
 
 TEST(AsyncEngineListener, TasksRunOnTheEngineThreadBetweenSteps) {

@@ -59,7 +59,7 @@ void add(Engine& e, const std::string& id, int64_t priority, int64_t max_tokens 
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
   RequestMetadata m;
-  m.priority = priority;
+  m.priority = EnginePriority{priority};
   e.add_request(id, std::vector<int32_t>{3, 4, 5}, p, m);
 }
 

@@ -139,9 +139,10 @@ TEST(EngineApi, LogprobsArePlumbedThrough) {
   }
 }
 
-TEST(EngineApi, LowerFirstPrioritiesAreConvertedOnArrival) {
+TEST(EngineApi, LowerFirstClientsOrdinaryWorkRunsBeforeBackground) {
   // vLLM's rule: 0 is ordinary, 5 is background. With one slot and the priority optimizer at
-  // its defaults, the ordinary request added last runs before the background one.
+  // its defaults, the ordinary request added last runs before the background one. A front end
+  // converts the clients' values as the engine's priority_order says.
   FakeEngineOptions options;
   options.max_num_seqs = 1;
   options.priority_order = PriorityOrder::kLowerFirst;
@@ -149,8 +150,9 @@ TEST(EngineApi, LowerFirstPrioritiesAreConvertedOnArrival) {
   Engine engine = make_fake_engine(options);
   engine.add_request("busy", std::vector<int32_t>{3, 4}, greedy(2));
   engine.step();
-  engine.add_request("background", std::vector<int32_t>{3, 4}, greedy(2), {.priority = 5});
-  engine.add_request("ordinary", std::vector<int32_t>{3, 4}, greedy(2), {.priority = 0});
+  const auto client = [&](int64_t p) { return to_engine_priority(engine.config().priority_order, ClientPriority{p}); };
+  engine.add_request("background", std::vector<int32_t>{3, 4}, greedy(2), {.priority = client(5)});
+  engine.add_request("ordinary", std::vector<int32_t>{3, 4}, greedy(2), {.priority = client(0)});
   std::vector<std::string> finished;
   while (engine.has_unfinished())
     for (const auto& o : engine.step())

@@ -40,7 +40,7 @@ TEST(KvQuant, ImportantRequestsRunExactlyAsWithoutTheOptimizer) {
     args.num_threads = 1;
     args.optimizers = std::move(optimizers);
     Engine engine = create_optimized_engine(args);
-    engine.add_request("high", prompt(1, 40), greedy(12), {.priority = 1});
+    engine.add_request("high", prompt(1, 40), greedy(12), {.priority = {1}});
     for (int i = 0; i < 3; ++i) engine.add_request("low" + std::to_string(i), prompt(2 + i, 40), greedy(12));
     Results results;
     while (engine.has_unfinished()) {

@@ -65,7 +65,7 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   SchedulerSnapshot s;
   s.num_running = 3;
   s.num_waiting = 2;
-  s.num_waiting_by_priority = {{0, 1}, {10, 1}, {11, 2}};
+  s.num_waiting_by_priority = {{EnginePriority{0}, 1}, {EnginePriority{10}, 1}, {EnginePriority{11}, 2}};
   s.kv_used_blocks = 25;
   s.kv_total_blocks = 100;
   s.kv_blocks_by_precision = {{"bf16", 20}, {"int8", 5}};
@@ -87,7 +87,7 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
 
   FinishedRequestStats f;
   f.finish_reason = "length";
-  f.priority = 2;
+  f.priority = EnginePriority{2};
   f.num_prompt_tokens = 7;
   f.num_generation_tokens = 16;
   f.max_tokens = 16;
@@ -118,11 +118,11 @@ TEST(ServingMetrics, ClientPrioritiesCannotGrowTheSeriesCount) {
   for (int64_t p = -5000; p < 5000; p += 7) {
     FinishedRequestStats f;
     f.finish_reason = "length";
-    f.priority = p * 1000003;
+    f.priority = EnginePriority{p * 1000003};
     f.queue_s = 0.01;
     m.record_finished(f);
     SchedulerSnapshot s;
-    s.num_waiting_by_priority = {{p, 1}};
+    s.num_waiting_by_priority = {{EnginePriority{p}, 1}};
     m.set_scheduler_state(s);
   }
   const std::string text = r.render();
@@ -134,9 +134,9 @@ TEST(ServingMetrics, ClientPrioritiesCannotGrowTheSeriesCount) {
 TEST(ServingMetrics, PriorityLevelNamesFromTheOperatorsRule) {
   Registry r;
   ServingMetrics m(r, "m", 2048);
-  m.set_priority_labeler([](int64_t p) { return p >= 5 ? std::string("high") : std::string("low"); });
+  m.set_priority_labeler([](EnginePriority p) { return p.value >= 5 ? std::string("high") : std::string("low"); });
   SchedulerSnapshot s;
-  s.num_waiting_by_priority = {{-40, 1}, {0, 2}, {9, 4}};
+  s.num_waiting_by_priority = {{EnginePriority{-40}, 1}, {EnginePriority{0}, 2}, {EnginePriority{9}, 4}};
   m.set_scheduler_state(s);
   const std::string text = r.render();
   EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="low"} 3.0)"));
@@ -145,19 +145,19 @@ TEST(ServingMetrics, PriorityLevelNamesFromTheOperatorsRule) {
 
 TEST(PriorityLabels, CapTheDistinctValuesWhateverTheRule) {
   PriorityLabels labels;
-  labels.set_labeler([](int64_t p) { return std::to_string(p); });  // a rule that bounds nothing
+  labels.set_labeler([](EnginePriority p) { return std::to_string(p.value); });  // bounds nothing
   std::set<std::string> seen;
-  for (int64_t p = 0; p < 1000; ++p) seen.insert(labels.label(p));
+  for (int64_t p = 0; p < 1000; ++p) seen.insert(labels.label(EnginePriority{p}));
   EXPECT_EQ(seen.size(), PriorityLabels::kMaxLabels);
   EXPECT_TRUE(seen.count(kOtherPriorityLabel));
-  EXPECT_EQ(labels.label(3), "3");  // values already handed out stay as they were
+  EXPECT_EQ(labels.label(EnginePriority{3}), "3");  // values already handed out stay as they were
 }
 
 TEST(PriorityLabels, FixedSetKeepsSmallNumbers) {
-  EXPECT_EQ(fixed_priority_label(0), "0");
-  EXPECT_EQ(fixed_priority_label(-2), "-2");
-  EXPECT_EQ(fixed_priority_label(3), "other");
-  EXPECT_EQ(fixed_priority_label(INT64_MIN), "other");
+  EXPECT_EQ(fixed_priority_label(ClientPriority{0}), "0");
+  EXPECT_EQ(fixed_priority_label(ClientPriority{-2}), "-2");
+  EXPECT_EQ(fixed_priority_label(ClientPriority{3}), "other");
+  EXPECT_EQ(fixed_priority_label(ClientPriority{INT64_MIN}), "other");
 }
 
 TEST(ServingMetrics, UnknownFinishReasonsShareOneSeries) {

@@ -144,7 +144,7 @@ TEST(AdaptiveController, KvQuotaOnUnderPressureWithSeveralClassesOffBelowTheLowM
   for (int i = 0; i < 4; ++i) apply(c.tick(m, k), k);
   ASSERT_TRUE(k.policy.kv_quota.active());
   EXPECT_EQ(k.policy.kv_quota.reserve_blocks, 100);       // 10% of 1000
-  EXPECT_EQ(k.policy.kv_quota.reserve_min_priority, 3);   // the most important class
+  EXPECT_EQ(k.policy.kv_quota.reserve_min_priority, EnginePriority{3});   // the most important class
   EXPECT_DOUBLE_EQ(k.policy.kv_quota.long_max_share, 0.5);
   // Between the marks: stays on (hysteresis).
   m.kv_usage = 0.8;
@@ -223,7 +223,7 @@ TEST(AdaptiveController, KvQuantFollowsTheControllersLevelAndItsOwnThresholdsWit
   low.num_blocks = low.num_full_blocks = 4;
   RequestView high = low;
   high.seq_id = 2;
-  high.priority = 1;
+  high.priority = EnginePriority{1};
   const std::vector<RequestView> running = {low, high};
   SchedulerView view;
   view.now_ns = 1;

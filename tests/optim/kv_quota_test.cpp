@@ -33,7 +33,7 @@ TEST_P(KvQuota, ReserveKeepsBlocksForTheMostImportantClass) {
   SchedHarness h(small_pool(40), policies(), 1'000'000);
   optim::PolicyKnobs knobs;
   knobs.kv_quota.reserve_blocks = 10;
-  knobs.kv_quota.reserve_min_priority = 3;
+  knobs.kv_quota.reserve_min_priority = EnginePriority{3};
   h.scheduler().set_policy_knobs(knobs);
   h.add("low-big", 100, 50, 1);   // 25 blocks: 15 left, above the reserve
   h.step();

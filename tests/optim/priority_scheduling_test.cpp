@@ -57,13 +57,13 @@ TEST(PriorityScheduling, LevelsClampOutOfRangePriorities) {
   OptimizerSpec spec = priority({{"levels", int64_t{3}}, {"lowest_priority", int64_t{1}}});
   optim::OptionReader reader(spec);
   const optim::PriorityOptions o = optim::PriorityOptions::read(reader);
-  EXPECT_EQ(o.level_of(-5), 0);
-  EXPECT_EQ(o.level_of(1), 0);
-  EXPECT_EQ(o.level_of(2), 1);
-  EXPECT_EQ(o.level_of(3), 2);
-  EXPECT_EQ(o.level_of(1000), 2);
-  EXPECT_EQ(o.level_of(std::numeric_limits<int64_t>::max()), 2);
-  EXPECT_EQ(o.level_of(std::numeric_limits<int64_t>::min()), 0);
+  EXPECT_EQ(o.level_of(EnginePriority{-5}), 0);
+  EXPECT_EQ(o.level_of(EnginePriority{1}), 0);
+  EXPECT_EQ(o.level_of(EnginePriority{2}), 1);
+  EXPECT_EQ(o.level_of(EnginePriority{3}), 2);
+  EXPECT_EQ(o.level_of(EnginePriority{1000}), 2);
+  EXPECT_EQ(o.level_of(EnginePriority{std::numeric_limits<int64_t>::max()}), 2);
+  EXPECT_EQ(o.level_of(EnginePriority{std::numeric_limits<int64_t>::min()}), 0);
   EXPECT_EQ(o.level_name(2), "high");
   EXPECT_THROW(build_optimizers({priority({{"levels", int64_t{0}}})}), Error);
   EXPECT_THROW(build_optimizers({priority({{"max_wait_ms_critical", 10.0}, {"levels", int64_t{3}}})}), Error);
@@ -137,7 +137,7 @@ TEST(PriorityScheduling, LowerFirstClientsGetLevelsByDefault) {
   optim::OptionReader reader(spec);
   const optim::PriorityOptions o = optim::PriorityOptions::read(reader, PriorityOrder::kLowerFirst);
   auto level = [&](int64_t client) {
-    return o.level_of(to_engine_priority(PriorityOrder::kLowerFirst, client));
+    return o.level_of(to_engine_priority(PriorityOrder::kLowerFirst, ClientPriority{client}));
   };
   EXPECT_EQ(level(0), 3);
   EXPECT_EQ(level(1), 2);

@@ -104,7 +104,7 @@ class SchedHarness {
                    std::shared_ptr<const SamplingParams> params, int64_t priority = 0,
                    std::optional<int64_t> arrival_ns = std::nullopt, uint64_t seed = 0) {
     sched::RequestMetadata meta;
-    meta.priority = priority;
+    meta.priority = EnginePriority{priority};
     meta.arrival_ns = arrival_ns;
     const int64_t n = params->n;
     scheduler_.add_request(id, std::move(prompt), std::move(params), meta, seed);

@@ -47,7 +47,7 @@ Results run(FakeEngineOptions options, const std::vector<Arrival>& arrivals, Eng
     while (next < arrivals.size() && clock->now_ns() >= arrivals[next].arrival_ms * 1'000'000) {
       const Arrival& a = arrivals[next++];
       RequestMetadata meta;
-      meta.priority = a.priority;
+      meta.priority = EnginePriority{a.priority};
       engine.add_request(a.id, a.prompt, a.params, meta);
     }
     collect(engine.step(), results);

@@ -11,16 +11,16 @@ def finish_order(engine):
     return [o.request_id for o in run_to_completion(engine) if o.finished]
 
 
-def full_batch_then_urgent(engine):
+def full_batch_then_urgent(engine, low: int = 0, high: int = 3):
     """Two long low-priority requests fill the batch (max_num_seqs=2), a third waits; then a
     short high-priority request arrives last."""
     long = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
     for i in range(3):
-        engine.add_request(f"low{i}", "Tell me a story.", long, metadata={"priority": 0})
+        engine.add_request(f"low{i}", "Tell me a story.", long, metadata={"priority": low})
     engine.step()
     assert engine.get_stats()["num_running"] == 2
     engine.add_request("high", "Hi", SamplingParams(temperature=0, max_tokens=4, ignore_eos=True),
-                       metadata={"priority": 3})
+                       metadata={"priority": high})
     return finish_order(engine)
 
 
@@ -37,6 +37,15 @@ def test_high_priority_request_added_last_under_a_full_batch_finishes_first(mode
     # Without the optimizer the same arrival waits behind both running requests and the queue.
     baseline = create_optimized_engine(small_args(model, max_num_seqs=2))
     assert full_batch_then_urgent(baseline).index("high") >= 2
+
+
+def test_lower_first_priorities_follow_the_engine_argument(model):
+    # vLLM's rule: 0 is ordinary work, 3 background; the ordinary request added last goes first.
+    priority = PrioritySchedulerOptimizer(aging_ms=0.0, min_run_ms=0.0)
+    engine = create_optimized_engine(small_args(model, max_num_seqs=2, priority_order="lower-first"),
+                                     optimizers=[priority])
+    order = full_batch_then_urgent(engine, low=3, high=0)
+    assert order[0] == "high", order
 
 
 def test_outputs_are_cumulative_delta_or_final_only(model):

@@ -125,7 +125,7 @@ TEST(StepPlan, OnlyTheChunkThatReachesTheEndSamples) {
 struct Figures {
   const char* plan;  // the step before (empty: none yet)
   int64_t num_running, num_waiting;
-  std::map<int64_t, int64_t> waiting_by_priority;
+  std::map<EnginePriority, int64_t> waiting_by_priority;
   int64_t kv_used_blocks;
   std::map<std::string, int64_t> blocks_by_precision;
   int64_t num_steps, num_prompt_tokens, num_generation_tokens;
@@ -141,11 +141,11 @@ TEST(StepPlan, SnapshotFigures) {
   h.add_request("b", {1, 2, 3, 4, 5, 6}, tokens(2), 1);
   h.add_request("c", {40, 41, 42}, tokens(2), 1);
   const Figures expected[] = {
-      {"", 0, 3, {{0, 1}, {1, 2}}, 0, {}, 0, 0, 0, 0, 0},
-      {"a:0+6*", 1, 2, {{1, 2}}, 2, {{"bf16", 2}}, 1, 6, 1, 6, 0},
-      {"a:6+1*", 0, 2, {{1, 2}}, 0, {}, 2, 6, 2, 6, 0},
-      {"b:4+2*", 1, 1, {{1, 1}}, 2, {{"bf16", 2}}, 3, 8, 3, 12, 4},
-      {"b:6+1*", 0, 1, {{1, 1}}, 0, {}, 4, 8, 4, 12, 4},
+      {"", 0, 3, {{{0}, 1}, {{1}, 2}}, 0, {}, 0, 0, 0, 0, 0},
+      {"a:0+6*", 1, 2, {{{1}, 2}}, 2, {{"bf16", 2}}, 1, 6, 1, 6, 0},
+      {"a:6+1*", 0, 2, {{{1}, 2}}, 0, {}, 2, 6, 2, 6, 0},
+      {"b:4+2*", 1, 1, {{{1}, 1}}, 2, {{"bf16", 2}}, 3, 8, 3, 12, 4},
+      {"b:6+1*", 0, 1, {{{1}, 1}}, 0, {}, 4, 8, 4, 12, 4},
       {"c:0+3*", 1, 0, {}, 1, {{"bf16", 1}}, 5, 11, 5, 15, 4},
       {"c:3+1*", 0, 0, {}, 0, {}, 6, 11, 6, 15, 4},
   };

@@ -42,6 +42,8 @@ class FakeBackend final : public GenerationBackend {
 
   // Before any request: a longer context (scripts longer than the default's 64 tokens).
   void set_max_model_len(int64_t n) { info_.max_model_len = n; }
+  // Before any request: which way the clients' priorities point (--priority-order).
+  void set_priority_order(PriorityOrder order) { info_.priority_order = order; }
   // Held requests wait (count as queued) until released.
   void hold(bool on) { holding_ = on; }
 
@@ -118,7 +120,7 @@ class FakeBackend final : public GenerationBackend {
     r.sink = std::move(sink);
     r.held = holding_.load();
     r.produced.assign(static_cast<size_t>(r.request.params.n), 0);
-    last_priority_ = r.request.priority;
+    last_priority_ = r.request.priority.value;
     submitted_.push_back(r.request.prompt_token_ids);
     requests_.push_back(r.request);
   }

@@ -204,6 +204,15 @@ TEST(HttpApi, PriorityReachesTheEngineAsTheClientSentIt) {
   EXPECT_EQ(h.backend.last_priority(), -5);
 }
 
+TEST(HttpApi, LowerFirstPrioritiesReachTheEngineInItsOrder) {
+  // vLLM's clients: -5 is more important than 0, so the engine, where larger runs first, gets 5.
+  Harness h;
+  h.backend.set_priority_order(PriorityOrder::kLowerFirst);
+  TestClient c(h.port());
+  ASSERT_EQ(c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 1}, {"priority", -5}}).status, 200);
+  EXPECT_EQ(h.backend.last_priority(), 5);
+}
+
 TEST(HttpApi, MetricsEndpointServesPrometheusText) {
   Harness h;
   TestClient c(h.port());

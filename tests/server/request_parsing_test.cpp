@@ -48,7 +48,7 @@ TEST(CompletionRequest, VllmExtrasReachSamplingParams) {
   EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.1f);
   EXPECT_EQ(r.params.n, 2);
   EXPECT_EQ(*r.params.logprobs, 3);
-  EXPECT_EQ(r.priority, -4);
+  EXPECT_EQ(r.priority.value, -4);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
 }

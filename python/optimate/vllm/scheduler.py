@@ -35,7 +35,7 @@ from optimate.vllm.config import parse_config
 from optimate.vllm.stats import StepStats
 from optimate.vllm.version import check_vllm_version
 from optimate.vllm.victims import RunningList
-from optimate.vllm.views import ViewBuilder, metrics_view
+from optimate.vllm.views import PRIORITY_ORDER, ViewBuilder, metrics_view
 
 logger = logging.getLogger("optimate.vllm")
 
@@ -54,7 +54,7 @@ class OptimizersMixin:
         extra = vllm_config.additional_config or {}
         config = parse_config(extra.get("optimate"))
         self.optimate_host = _core.OptimizerHost(
-            config.optimizers, priority_order="lower-first", watchdog_ms=config.watchdog_ms,
+            config.optimizers, priority_order=PRIORITY_ORDER, watchdog_ms=config.watchdog_ms,
             model_name=vllm_config.model_config.served_model_name or vllm_config.model_config.model,
             max_model_len=self.max_model_len, clock=self.guard_clock_ns)
         self._optimate_vllm_policy = self.policy

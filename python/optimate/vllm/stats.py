@@ -16,13 +16,13 @@ class StepStats:
                        "last_step_tokens": 0}
         self.last_step_ns = 0
         self.mean_step_ns = 0.0
-        self._requests: dict[str, list] = {}  # id -> [client priority, arrival_ns, first admitted ns or -1]
+        self._requests: dict[str, list] = {}  # id -> [priority (engine order), arrival_ns, first admitted ns or -1]
         self._planned: dict[int, tuple] = {}  # id(scheduler output) -> (when planned, prompt tokens)
         self._last_update_ns = 0
 
     def on_arrival(self, request, now_ns: int) -> None:
         arrival_ns = int(request.arrival_time * 1e9)
-        self._requests[request.request_id] = [request.priority, arrival_ns, -1]
+        self._requests[request.request_id] = [self.views.priority(request), arrival_ns, -1]
         self.views.seq_id(request.request_id)
         self.host.on_arrival(request.request_id, arrival_ns, now_ns)
 
@@ -90,8 +90,8 @@ class StepStats:
         self.views.forget(request_id)
 
     def publish_queue_state(self, waiting, skipped_waiting, kv_cache_manager) -> None:
-        by_priority = Counter(r.priority for r in waiting)
-        by_priority.update(r.priority for r in skipped_waiting)
+        by_priority = Counter(self.views.priority(r) for r in waiting)
+        by_priority.update(self.views.priority(r) for r in skipped_waiting)
         pool = kv_cache_manager.block_pool
         total = pool.num_gpu_blocks - 1
         self.host.set_queue_state(dict(by_priority), total - pool.get_num_free_blocks(), total)

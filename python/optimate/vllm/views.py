@@ -1,18 +1,22 @@
 """The policies' views (optimate._core.SchedulerView, MetricsView) filled from vLLM's scheduler:
 its waiting and running requests, its KV block pool and its limits.
 
-Priorities reach the policies in Optimate's order (larger is more important): vLLM's clients
-send lower-first values, so a request's priority p becomes -p here (the priority optimizer
-reads its levels in the clients' convention, as ``optimate serve --priority-order lower-first``
-does).
+Priorities reach the policies and the optimate:* series in Optimate's order (larger is more
+important): vLLM's clients send lower-first values, which ``ViewBuilder.priority`` converts, the
+one place the plugin does (the priority optimizer's default levels follow the clients'
+convention, as with ``optimate serve --priority-order lower-first``).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterable
 
 from optimate import _core
 from vllm.v1.request import Request, RequestStatus
+
+#: How vLLM's clients' priorities point: a smaller value runs first.
+PRIORITY_ORDER = "lower-first"
 
 
 def cdiv(a: int, b: int) -> int:
@@ -25,6 +29,7 @@ class ViewBuilder:
     time it was last admitted."""
 
     def __init__(self, block_size: int, lookahead_tokens: int, clock_ns: Callable[[], int]):
+        self._engine_priority = functools.partial(_core.engine_priority, PRIORITY_ORDER)
         self.block_size = block_size
         self.lookahead_tokens = lookahead_tokens
         self.clock_ns = clock_ns
@@ -56,6 +61,10 @@ class ViewBuilder:
             row = self._waiting_rows[request.request_id] = self.row(request)
         return row
 
+    def priority(self, request: Request) -> int:
+        """The request's priority in the engine's order (larger is more important)."""
+        return self._engine_priority(request.priority)
+
     def num_blocks(self, request: Request) -> int:
         """Blocks a running request holds: its computed tokens and the lookahead slots vLLM
         allocates with them (full attention; a prefix block it shares counts for each holder)."""
@@ -65,7 +74,7 @@ class ViewBuilder:
 
     def row(self, request: Request, scheduled: bool = False) -> tuple:
         blocks = self.num_blocks(request)
-        return (request.request_id, self.seq_id(request.request_id), 0, -request.priority,
+        return (request.request_id, self.seq_id(request.request_id), 0, self.priority(request),
                 int(request.arrival_time * 1e9), request.num_prompt_tokens, request.num_output_tokens,
                 request.num_computed_tokens, request.max_tokens, blocks, blocks, request.num_preemptions,
                 0, self.admitted_ns.get(request.request_id, -1), scheduled)
@@ -117,7 +126,7 @@ def metrics_view(now_ns: int, waiting: list, running: list, builder: ViewBuilder
         return c
 
     for r in running:
-        c = cls(-r.priority)
+        c = cls(builder.priority(r))
         c.num_running += 1
         blocks = builder.num_blocks(r)
         c.kv_blocks += blocks
@@ -125,7 +134,7 @@ def metrics_view(now_ns: int, waiting: list, running: list, builder: ViewBuilder
             c.long_kv_blocks += blocks
     oldest_ns = now_ns
     for r in waiting:
-        cls(-r.priority).num_waiting += 1
+        cls(builder.priority(r)).num_waiting += 1
         oldest_ns = min(oldest_ns, int(r.arrival_time * 1e9))
     m.oldest_waiting_ms = (now_ns - oldest_ns) * 1e-6
     m.classes = [classes[p] for p in sorted(classes, reverse=True)]

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/priority_order.h"
 #include "kv/kv_precision.h"
 
 namespace optimate::optim {
@@ -17,7 +18,7 @@ struct RequestView {
   int64_t seq_id = 0;          // the scheduler's id of this sequence (unique, never reused)
   std::string_view request_id;
   int64_t seq_index = 0;       // which of the request's n samples
-  int64_t priority = 0;        // larger is more important
+  EnginePriority priority;
   int64_t arrival_ns = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_output_tokens = 0;
@@ -62,7 +63,7 @@ struct KvQuota {
   // Free blocks kept for requests of priority >= reserve_min_priority: a less important request
   // is not admitted when its first chunk would leave fewer free blocks than this.
   int64_t reserve_blocks = 0;
-  int64_t reserve_min_priority = 0;
+  EnginePriority reserve_min_priority;
   // A long generation (max_tokens >= long_min_tokens) is not admitted while the long
   // generations of its priority class hold long_max_share of the pool or more; when the pool
   // runs dry, a long generation of such a class is the victim first.
@@ -108,9 +109,9 @@ struct SchedulerView {
   PolicyKnobs knobs;
 };
 
-// One priority class (engine priority value) at the time of the view.
+// One priority class at the time of the view.
 struct ClassMetrics {
-  int64_t priority = 0;
+  EnginePriority priority;
   int64_t num_running = 0;
   int64_t num_waiting = 0;
   int64_t kv_blocks = 0;       // blocks its running sequences hold
