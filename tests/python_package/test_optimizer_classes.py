@@ -61,7 +61,7 @@ def test_the_seeds_dynamic_kv_cache_quant_optimizer_is_kv_quant(model):
     assert sorted(o.request_id for o in outputs) == ["0", "1", "2", "3"]
     counters = listed(engine)["kv_quant"]["counters"]
     assert counters["activations"] >= 1, counters
-    assert counters["quantized_allocations"] + counters["requantize_orders"] > 0, counters
+    assert counters["requantize_orders"] > 0, counters
 
 
 @pytest.mark.parametrize("levels, names", [
