@@ -212,32 +212,4 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
   return out;
 }
 
-std::string render_console_summary(const RunSummary& r) {
-  std::string out = fmt::format("{:=^50}\n", fmt::format(" Serving Benchmark Result: {} ", r.label));
-  auto line = [&](const std::string& name, const std::string& value) {
-    out += fmt::format("{:<40}{:>10}\n", name, value);
-  };
-  auto section = [&](const std::string& name) { out += fmt::format("{:-^50}\n", name); };
-  line("Successful requests:", number(double(r.completed), 0));
-  line("Failed requests:", number(double(r.failed), 0));
-  line("Benchmark duration (s):", number(r.duration_s, 2));
-  line("Total input tokens:", number(double(r.total_input_tokens), 0));
-  line("Total generated tokens:", number(double(r.total_output_tokens), 0));
-  line("Request throughput (req/s):", number(r.request_throughput, 2));
-  line("Output token throughput (tok/s):", number(r.output_throughput, 2));
-  line("Total token throughput (tok/s):", number(r.total_token_throughput, 2));
-  const std::pair<const char*, const SampleStats*> latencies[] = {
-      {"Time to First Token", &r.ttft_ms}, {"Time per Output Token (excl. 1st token)", &r.tpot_ms},
-      {"Inter-token Latency", &r.itl_ms}, {"End-to-end Latency", &r.e2el_ms}};
-  const char* short_names[] = {"TTFT", "TPOT", "ITL", "E2EL"};
-  for (size_t i = 0; i < 4; ++i) {
-    section(fmt::format("{}", latencies[i].first));
-    line(fmt::format("Mean {} (ms):", short_names[i]), number(latencies[i].second->mean, 2));
-    line(fmt::format("Median {} (ms):", short_names[i]), number(latencies[i].second->median, 2));
-    line(fmt::format("P99 {} (ms):", short_names[i]), number(latencies[i].second->p99, 2));
-  }
-  out += std::string(50, '=') + "\n";
-  return out;
-}
-
 }  // namespace optimate::bench

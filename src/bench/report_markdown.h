@@ -16,7 +16,4 @@ std::string render_markdown(const std::vector<RunSummary>& runs, const std::stri
 // or when either side is missing (NaN) or the base is 0.
 std::string with_delta(double value, double base, int decimals, bool is_base_row);
 
-// The console block `vllm bench serve` prints, for one run.
-std::string render_console_summary(const RunSummary& run);
-
 }  // namespace optimate::bench

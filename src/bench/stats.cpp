@@ -29,14 +29,6 @@ double percentile(std::span<const double> values, double p) {
   return sorted_percentile(sorted, p);
 }
 
-std::vector<double> percentiles(std::span<const double> values, std::span<const double> ps) {
-  std::vector<double> sorted(values.begin(), values.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<double> out;
-  for (double p : ps) out.push_back(sorted_percentile(sorted, p));
-  return out;
-}
-
 SampleStats sample_stats(std::span<const double> values) {
   SampleStats s;
   s.count = static_cast<int64_t>(values.size());

@@ -13,9 +13,6 @@ namespace optimate::bench {
 // ceil(r): v[i] + (r - i) * (v[i+1] - v[i]). NaN for an empty sample.
 double percentile(std::span<const double> values, double p);
 
-// Several percentiles with one sort.
-std::vector<double> percentiles(std::span<const double> values, std::span<const double> ps);
-
 struct SampleStats {
   int64_t count = 0;
   double mean = 0.0;

@@ -56,7 +56,6 @@ void DecisionLog::write(const DecisionRecord& record) {
   const std::string line = decision_json(record);
   std::lock_guard lock(mu_);
   writer_(line);
-  ++num_records_;
 }
 
 }  // namespace optimate

@@ -46,12 +46,10 @@ class DecisionLog {
   static std::shared_ptr<DecisionLog> open_file(const std::string& path);
 
   void write(const DecisionRecord& record);
-  int64_t num_records() const { return num_records_; }
 
  private:
   std::mutex mu_;
   Writer writer_;
-  int64_t num_records_ = 0;
 };
 
 // The record as its JSON line.

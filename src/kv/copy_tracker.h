@@ -24,7 +24,6 @@ class CopyTracker {
   // Batches up to `id` are done.
   void completed(int64_t id);
   bool idle() const { return last_added_ <= completed_; }
-  int64_t last_added() const { return last_added_; }
   // The newest batch not yet done whose copies touch a block of `block_table` (entries as in
   // kv/kv_format.h), or -1.
   int64_t pending_for(std::span<const int32_t> block_table) const;

@@ -47,7 +47,6 @@ class HostTier {
   // Blocks of the cache's base precision the swap region could take now (0 without one).
   int64_t num_free_swap_blocks() const;
   int64_t num_swap_blocks() const { return swap_ ? swap_->num_blocks() : 0; }
-  double swap_usage() const { return swap_ ? swap_->usage() : 0.0; }
 
   // Prefix region: the block holding `hash` (full precision only, when `full_only`).
   std::optional<int32_t> find_prefix(BlockHash hash, bool full_only) const;
@@ -63,8 +62,6 @@ class HostTier {
   int64_t num_cached_prefix_blocks() const { return prefix_ ? prefix_->num_cached_blocks() : 0; }
   void reset_prefix_cache();
 
-  const BlockPool* swap_pool() const { return swap_ ? &*swap_ : nullptr; }
-  const BlockPool* prefix_pool() const { return prefix_ ? &*prefix_ : nullptr; }
 
  private:
   HostTierSlots slots_;

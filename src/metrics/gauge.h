@@ -9,7 +9,6 @@ class Gauge {
  public:
   void set(double value) { value_.store(value, std::memory_order_relaxed); }
   void inc(double amount = 1.0) { value_.fetch_add(amount, std::memory_order_relaxed); }
-  void dec(double amount = 1.0) { value_.fetch_sub(amount, std::memory_order_relaxed); }
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -50,7 +50,6 @@ class PredictiveBatchPolicy final : public BatchPolicy {
   std::vector<PolicyCounter> counters() const override;
 
   double arrival_rate_per_s(int64_t now_ns) const { return rate_.rate_per_s(now_ns); }
-  double step_ms() const { return step_ns_ * 1e-6; }
 
  private:
   void observe(const SchedulerView& view);

@@ -16,11 +16,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 }  // namespace
 
-uint64_t draw_request_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-}
-
 Sampler::Sampler(int64_t vocab_size)
     : vocab_size_(vocab_size),
       z_(vocab_size),

@@ -68,9 +68,6 @@ struct SampleOutput {
   std::vector<TokenLogprob> top_logprobs; // params.logprobs entries, best first, when asked
 };
 
-// A seed for a request that did not give one (drawn once per request, from std::random_device).
-uint64_t draw_request_seed();
-
 class Sampler {
  public:
   explicit Sampler(int64_t vocab_size);

@@ -102,7 +102,6 @@ class Scheduler {
   const kv::KvCacheManager& kv() const { return kv_; }
   // Forgets every cached prefix (both tiers); blocks held by a request stay with it, untouched.
   void reset_prefix_cache() { kv_.reset_prefix_cache(); }
-  const optim::PreemptModePolicy& preempt_mode_policy() const { return *preempt_mode_; }
   const SchedulerStats& stats() const { return stats_; }
   optim::MetricsView metrics() const;
   SchedulerSnapshot snapshot() const;

@@ -43,8 +43,6 @@ class ServingApi {
   void add_routes(Router& router);
   // The grammar compiles' counters (tests, and what a slow structured request waits on).
   GrammarPool::Stats grammar_stats() const { return grammar_pool_.stats(); }
-  // For tests that drive the grammar timeouts with a fake clock.
-  void expire_grammar_waits() { grammar_pool_.expire_overdue(); }
 
  private:
   void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);

@@ -26,10 +26,6 @@ size_t partial_marker(std::string_view text, std::string_view marker) {
 
 }  // namespace
 
-const char* tool_parser_name(ToolParser parser) {
-  return parser == ToolParser::kHermes ? "hermes" : "llama3_json";
-}
-
 size_t json_value_end(std::string_view text, size_t pos) {
   int depth = 0;
   bool in_string = false, escaped = false;

@@ -24,7 +24,6 @@
 namespace optimate::server {
 
 enum class ToolParser { kHermes, kLlama3Json };
-const char* tool_parser_name(ToolParser parser);
 
 struct ToolDelta {
   std::string content;

@@ -34,7 +34,6 @@ class BpeModel {
 
   int32_t find(std::string_view token) const;  // -1 when absent
   const TokenIndex& vocab() const { return vocab_; }
-  size_t num_merges() const { return merges_.size(); }
 
   // Appends the ids of one pre-tokenized word.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;

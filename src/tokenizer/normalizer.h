@@ -22,7 +22,6 @@ class Normalizer {
   // SentencePiece: optional "▁" prefix (the dummy prefix), then every ' ' becomes "▁".
   static Normalizer sentencepiece(bool add_dummy_prefix);
 
-  bool identity() const { return ops_.empty(); }
   std::string apply(std::string_view text) const;
 
  private:

@@ -47,10 +47,4 @@ void kv_swap_copy(const KvSwapShape& s, const KvSwapOp* ops, int64_t num_ops, in
   OPTIMATE_CUDA_CHECK_LAUNCH("kv_swap_kernel");
 }
 
-int64_t kv_swap_bytes(const KvSwapShape& s, const KvSwapOp* host_ops, int64_t num_ops) {
-  int64_t slots = 0;
-  for (int64_t i = 0; i < num_ops; ++i) slots += host_ops[i].num_slots;
-  return slots * 2 * s.num_layers * s.slot_bytes;
-}
-
 }  // namespace optimate::cuda

@@ -39,7 +39,4 @@ inline constexpr int kKvSwapCtas = 32;
 
 void kv_swap_copy(const KvSwapShape& shape, const KvSwapOp* ops, int64_t num_ops, int num_ctas, cudaStream_t stream);
 
-// Bytes the ops move (K and V of every layer).
-int64_t kv_swap_bytes(const KvSwapShape& shape, const KvSwapOp* host_ops, int64_t num_ops);
-
 }  // namespace optimate::cuda

@@ -57,8 +57,6 @@ class UnfusedSampler {
   UnfusedSampler(int64_t max_rows, int64_t vocab);
   void sample(const float* logits, const GpuSampleRow* rows, int32_t* token_ids,
               float* thresholds, int64_t num_rows, cudaStream_t stream);
-  // Scratch bytes: the probabilities, their sorted copy, ids and the cumulative sums.
-  size_t workspace_bytes() const;
 
  private:
   int64_t max_rows_;

@@ -186,11 +186,6 @@ UnfusedSampler::UnfusedSampler(int64_t max_rows, int64_t vocab) : max_rows_(max_
   OPTIMATE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-size_t UnfusedSampler::workspace_bytes() const {
-  return probs_.bytes() + sorted_probs_.bytes() + ids_.bytes() + sorted_ids_.bytes() +
-         exclusive_sums_.bytes() + thresholds_.bytes() + sort_temp_.bytes();
-}
-
 void UnfusedSampler::sample(const float* logits, const GpuSampleRow* rows, int32_t* token_ids,
                             float* thresholds, int64_t num_rows, cudaStream_t stream) {
   OPTIMATE_SHAPE_CHECK(num_rows >= 0 && num_rows <= max_rows_, "num_rows {} (at most {})",
