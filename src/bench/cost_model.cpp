@@ -166,13 +166,15 @@ std::string cost_profile_to_json(const CostProfile& p) {
             {"gemm_compute_efficiency", p.gemm_compute_efficiency},
             {"attention_bandwidth_efficiency", p.attention_bandwidth_efficiency},
             {"attention_compute_efficiency", p.attention_compute_efficiency},
-            {"quantized_attention_bandwidth_efficiency", p.quantized_attention_bandwidth_efficiency},
             {"step_overhead_s", p.step_overhead_s},
             {"per_seq_overhead_s", p.per_seq_overhead_s},
             {"host_link_bytes_per_s", p.host_link_bytes_per_s},
             {"num_kv_blocks", p.num_kv_blocks},
             {"block_size", p.block_size},
             {"sources", p.sources}};
+  // Unset (0: attention_bandwidth_efficiency serves) is left out, as the loader reads an absent key.
+  if (p.quantized_attention_bandwidth_efficiency > 0.0)
+    j["quantized_attention_bandwidth_efficiency"] = p.quantized_attention_bandwidth_efficiency;
   return j.dump(2) + "\n";
 }
 
