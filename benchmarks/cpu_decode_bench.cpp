@@ -40,7 +40,7 @@ const optimate::LoadedModel* model() {
 // stored, 8-bit activations (the default).
 std::unique_ptr<CpuModelRunner> make_runner(benchmark::State& state, int threads, int64_t path,
                                             optimate::kv::KvPrecision kv = optimate::kv::KvPrecision::kF32) {
-  using optimate::cpu::CpuActivations;
+  using optimate::CpuActivations;
   const CpuActivations activations = path == 2 ? CpuActivations::kQ8 : CpuActivations::kF32;
   auto runner = std::make_unique<CpuModelRunner>(
       model()->config, model()->weights,

@@ -145,13 +145,13 @@ int main(int argc, char** argv) {
     if (elementwise) {
       j["elementwise_kernels"] = bench::elementwise_kernel_sweep(c, copy_gbs);
       for (WeightQuantization q : {WeightQuantization::kNone, WeightQuantization::kFp8})
-        j["elementwise_prefill"][weight_quantization_name(q)] =
+        j["elementwise_prefill"][std::string(choice_name(q))] =
             bench::elementwise_prefill_ab(c, q, prefill_len, copy_gbs, kGemmTflops);
       std::printf("%s\n", j.dump(2).c_str());
       bench::write_json(out_path, j);
       return 0;
     }
-    const WeightQuantization weight_quantization = parse_weight_quantization(quantization);
+    const WeightQuantization weight_quantization = parse_choice<WeightQuantization>(quantization, "--quantization");
     j["quantization"] = quantization;
     if (!quick) {
       j["gemms"] = gemm_bandwidth(c);

@@ -206,7 +206,7 @@ inline nlohmann::json elementwise_prefill_ab(const ModelConfig& c, WeightQuantiz
       for (const auto& stage : e["breakdown"]["stages"])
         if (stage["stage"] == "norm_rope_kv_act") elementwise_ms = stage["ms_per_step"].get<double>();
       std::fprintf(stderr, "%s %s %-9s wall %7.2f ms  eager %7.2f ms  elementwise stage %6.2f ms\n",
-                   weight_quantization_name(quantization), st.name.c_str(), fused ? "current" : "baseline",
+                   choice_name(quantization).data(), st.name.c_str(), fused ? "current" : "baseline",
                    e["wall_ms"].get<double>(), e["breakdown"]["ms_per_step"].get<double>(), elementwise_ms);
     }
   }

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   }
   try {
     const ModelConfig c = load_model_header(model_path).config;
-    const WeightQuantization q = parse_weight_quantization(quantization);
+    const WeightQuantization q = parse_choice<WeightQuantization>(quantization, "--quantization");
     const bool fp8 = q == WeightQuantization::kFp8;
     nlohmann::json j;
     cudaDeviceProp prop{};

@@ -206,7 +206,7 @@ void bind_settings(nb::module_& m) {
   }, "The engine's SamplingParams defaults.");
   m.def("check_sampling_params", [](nb::handle params) { sampling_params_from(params); }, "params"_a);
   m.def("engine_priority", [](const std::string& order, int64_t priority) {
-    return to_engine_priority(parse_priority_order(order, "order"), ClientPriority{priority}).value;
+    return to_engine_priority(parse_choice<PriorityOrder>(order, "order"), ClientPriority{priority}).value;
   }, "order"_a, "priority"_a, "A client's priority in the engine's order (larger is more important); `order` is how "
      "the clients' values point: higher-first or lower-first.");
   m.def("set_log_level", [](const std::string& level) { set_log_level(level); }, "level"_a,

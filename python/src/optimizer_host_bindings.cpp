@@ -87,7 +87,7 @@ void bind_optimizer_host(nb::module_& m) {
              nb::object clock) {
             OptimizerHostOptions o;
             o.optimizers = specs_from(optimizers);
-            o.priority_order = parse_priority_order(priority_order, "priority_order");
+            o.priority_order = parse_choice<PriorityOrder>(priority_order, "priority_order");
             o.watchdog_ms = watchdog_ms;
             o.watchdog_calls = watchdog_calls;
             o.model_name = model_name;

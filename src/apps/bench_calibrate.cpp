@@ -40,7 +40,7 @@ void run_calibration(const CalibrateArgs& a) {
 
   bench::NamedConfig named = bench::load_named_config(a.config, a.sets, EngineConfig{});
   if (!a.model.empty()) named.config.model = a.model;
-  named.config.device = a.backend;
+  named.config.device = parse_choice<Device>(a.backend, "--backend");
   bench::BuiltEngine built = bench::build_engine(named.config);
   const EngineConfig& ec = built.engine->config();
   const int threads = static_cast<int>(ec.num_threads);

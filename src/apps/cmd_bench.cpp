@@ -124,7 +124,7 @@ void run_bench(const BenchOptions& o) {
     EngineConfig base;
     bench::NamedConfig named = bench::load_named_config(v.config, v.engine_overrides, base);
     if (!o.model.empty()) named.config.model = o.model;
-    if (!profile && o.backend != "auto") named.config.device = o.backend;
+    if (!profile && o.backend != "auto") named.config.device = parse_choice<Device>(o.backend, "--backend");
     bench::BuiltEngine target = profile ? bench::build_sim_engine(named.config, *profile, spec.token_id_max + 1)
                                         : bench::build_engine(named.config);
     const std::string label = v.label.empty() ? named.label : v.label;

@@ -33,8 +33,8 @@ void run_perplexity(PerplexityCommand& o) {
   // The reference: the same engine with the backend's own KV precision, unquantized weights and
   // no optimizer.
   EngineConfig reference = evaluated;
-  reference.kv_cache_dtype = "auto";
-  reference.quantization = "none";
+  reference.kv_cache_dtype = KvCacheDtype::kAuto;
+  reference.quantization = WeightQuantization::kNone;
   reference.optimizers.clear();
   // Both engines live at once, and a GPU engine counts memory already taken (here the first
   // engine's) against its own fraction: the reference's fraction is stacked on the first's.

@@ -115,7 +115,7 @@ metrics::CacheConfigInfo cache_config_info(const EngineConfig& config, const Eng
   info.block_size = kv.block_size;
   info.gpu_memory_utilization = config.gpu_memory_utilization;
   info.swap_space_gib = config.swap_space;
-  info.cache_dtype = config.kv_cache_dtype;
+  info.cache_dtype = choice_name(config.kv_cache_dtype);
   info.enable_prefix_caching = config.enable_prefix_caching;
   if (config.num_kv_blocks > 0) info.num_gpu_blocks_override = config.num_kv_blocks;
   if (config.kv_cache_memory_bytes > 0) info.kv_cache_memory_bytes = config.kv_cache_memory_bytes;

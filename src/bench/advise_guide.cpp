@@ -147,7 +147,7 @@ std::vector<Candidate> guide_candidates(const WorkloadTraits& t, const SloTarget
                                    "computing its prefix again"
                                  : "requests are preempted: swap or recompute each victim by cost",
                 base};
-    c.config.preemption_mode = "auto";
+    c.config.preemption_mode = PreemptionMode::kAuto;
     out.push_back(std::move(c));
   }
   if (t.lengths_vary() && classes) {

@@ -138,8 +138,10 @@ PerplexityResult measure_perplexity(const EngineConfig& evaluated, const EngineC
   r.mean_kl = kl / n;
   r.top1_agreement = static_cast<double>(agree) / n;
   const EngineConfig& c = evaluated;
-  r.configuration = fmt::format("kv-cache-dtype {}{}{}", c.kv_cache_dtype,
-                                c.quantization == "none" ? "" : ", quantization " + c.quantization,
+  r.configuration = fmt::format("kv-cache-dtype {}{}{}", choice_name(c.kv_cache_dtype),
+                                c.quantization == WeightQuantization::kNone
+                                    ? ""
+                                    : ", quantization " + std::string(choice_name(c.quantization)),
                                 c.optimizers.empty() ? "" : ", optimizers:");
   for (const auto& spec : c.optimizers) r.configuration += " " + spec.name;
   return r;

@@ -53,7 +53,7 @@ std::string EngineConfig::to_toml(bool only_changed) const {
 kv::HostTierSlots plan_host_tier(const EngineConfig& config, int64_t num_layers, const kv::KvLayout& layout,
                                  int64_t cap_bytes) {
   // Recompute never swaps: no host memory is set aside for it.
-  double swap = config.preemption_mode == "recompute" ? 0.0 : static_cast<double>(gib_bytes(config.swap_space));
+  double swap = config.preemption_mode == PreemptionMode::kRecompute ? 0.0 : static_cast<double>(gib_bytes(config.swap_space));
   double prefix =
       config.enable_prefix_caching ? static_cast<double>(gib_bytes(config.host_prefix_cache_space)) : 0.0;
   if (cap_bytes > 0 && swap + prefix > static_cast<double>(cap_bytes)) {

@@ -11,6 +11,7 @@
 
 #include "config/optimizer_options.h"
 #include "core/priority_order.h"
+#include "core/setting_choices.h"
 #include "kv/host_tier.h"
 
 namespace optimate {

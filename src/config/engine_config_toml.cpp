@@ -41,7 +41,7 @@ std::string setting_text(const SettingInfo& s, const toml::node& node, const std
       if (auto v = node.value_exact<std::string>()) return *v;
       bad_key(source, where, "a size (\"4GiB\") or a byte count");
     case SettingKind::kString:
-    case SettingKind::kPriorityOrder:
+    case SettingKind::kChoice:
     case SettingKind::kOptimizerAlias:
       if (auto v = node.value_exact<std::string>()) return *v;
       bad_key(source, where, "a string");

@@ -4,9 +4,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <initializer_list>
 #include <string>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -40,16 +38,6 @@ inline Check<double> in_closed(double low, double high) {
 inline Check<int64_t> power_of_two(int64_t low, int64_t high) {
   return {[=](const int64_t& v) { return v >= low && v <= high && (v & (v - 1)) == 0; },
           fmt::format("a power of two in [{}, {}]", low, high)};
-}
-
-inline Check<std::string> one_of(std::initializer_list<const char*> values) {
-  std::vector<std::string> list(values.begin(), values.end());
-  return {[list](const std::string& v) {
-            for (const auto& x : list)
-              if (v == x) return true;
-            return false;
-          },
-          fmt::format("one of {}", fmt::join(list, ", "))};
 }
 
 }  // namespace optimate

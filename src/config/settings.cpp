@@ -29,7 +29,7 @@ std::string format_value(SettingKind kind, const T& v) {
   if constexpr (std::is_same_v<T, std::string>) return toml_quote(v);
   else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
   else if constexpr (std::is_same_v<T, double>) return toml_double(v);
-  else if constexpr (std::is_same_v<T, PriorityOrder>) return toml_quote(priority_order_name(v));
+  else if constexpr (Choice<T>) return toml_quote(choice_name(v));
   else return std::to_string(v);
 }
 
@@ -47,8 +47,8 @@ T parse_text(SettingKind kind, std::string_view text, std::string_view where) {
     const double d = std::strtod(s.c_str(), &end);
     if (s.empty() || *end != '\0' || !std::isfinite(d)) bad_text(where, "a number", text);
     return d;
-  } else if constexpr (std::is_same_v<T, PriorityOrder>) {
-    return parse_priority_order(text, where);
+  } else if constexpr (Choice<T>) {
+    return parse_choice<T>(text, where);
   } else if constexpr (std::is_same_v<T, uint64_t>) {
     const int64_t v = parse_int(text, where);
     if (v < 0) bad_text(where, "a non-negative integer", text);
@@ -123,7 +123,7 @@ std::string_view SettingInfo::type_name() const {
     case SettingKind::kBool: return "bool";
     case SettingKind::kBytes: return "size";
     case SettingKind::kSeed: return "seed";
-    case SettingKind::kPriorityOrder: return "priority-order";
+    case SettingKind::kChoice: return "choice";
     case SettingKind::kOptimizerAlias: return "optimizer";
   }
   return "string";

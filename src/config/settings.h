@@ -11,7 +11,7 @@ namespace optimate {
 
 struct EngineConfig;
 
-enum class SettingKind { kString, kInt, kDouble, kBool, kBytes, kSeed, kPriorityOrder, kOptimizerAlias };
+enum class SettingKind { kString, kInt, kDouble, kBool, kBytes, kSeed, kChoice, kOptimizerAlias };
 
 struct SettingInfo {
   std::string_view key;    // the TOML key in [engine]
@@ -34,7 +34,7 @@ struct SettingInfo {
 
   // The flag without its dashes: how validation names the setting.
   std::string_view name() const { return flag.substr(2); }
-  // "string", "int", "float", "bool", "size", "seed", "priority-order", "optimizer".
+  // "string", "int", "float", "bool", "size", "seed", "choice", "optimizer".
   std::string_view type_name() const;
 };
 

@@ -2,8 +2,6 @@
 
 #include <limits>
 
-#include "core/error.h"
-
 namespace optimate {
 namespace {
 
@@ -16,16 +14,6 @@ int64_t negate(int64_t v) {
 }
 
 }  // namespace
-
-PriorityOrder parse_priority_order(std::string_view text, std::string_view what) {
-  if (text == "higher-first") return PriorityOrder::kHigherFirst;
-  if (text == "lower-first") return PriorityOrder::kLowerFirst;
-  fail(ErrorCode::kInvalidArgument, "{} must be higher-first or lower-first, got '{}'", what, text);
-}
-
-std::string_view priority_order_name(PriorityOrder order) {
-  return order == PriorityOrder::kHigherFirst ? "higher-first" : "lower-first";
-}
 
 EnginePriority to_engine_priority(PriorityOrder order, ClientPriority priority) {
   return {order == PriorityOrder::kHigherFirst ? priority.value : negate(priority.value)};

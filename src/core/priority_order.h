@@ -13,11 +13,18 @@
 #include <limits>
 #include <string_view>
 
+#include "core/choices.h"
+
 namespace optimate {
 
 enum class PriorityOrder {
   kHigherFirst,  // a larger priority runs first (the engine's convention)
   kLowerFirst,   // a smaller priority runs first (vLLM's rule)
+};
+template <>
+struct Choices<PriorityOrder> {
+  static constexpr ChoiceName<PriorityOrder> names[] = {{PriorityOrder::kHigherFirst, "higher-first"},
+                                                        {PriorityOrder::kLowerFirst, "lower-first"}};
 };
 
 // A priority as a client sent it (--priority-order says which way it points).
@@ -33,10 +40,6 @@ struct EnginePriority {
   // What runs before any other request.
   static constexpr EnginePriority highest() { return {std::numeric_limits<int64_t>::max()}; }
 };
-
-// "higher-first" or "lower-first"; Error(kInvalidArgument) naming `what` otherwise.
-PriorityOrder parse_priority_order(std::string_view text, std::string_view what);
-std::string_view priority_order_name(PriorityOrder order);
 
 // A client's value in the engine's order, and back. Saturating: the int64 extremes map onto
 // each other, so no value overflows.

@@ -46,8 +46,8 @@ bool gpu_usable() {
 }
 
 std::string resolve_device(const EngineArgs& args) {
-  if (args.device == "cpu") return "cpu";
-  if (args.device == "cuda") {
+  if (args.device == Device::kCpu) return "cpu";
+  if (args.device == Device::kCuda) {
 #if !OPTIMATE_HAVE_CUDA
     fail(ErrorCode::kUnsupported, "--device cuda: this build has no CUDA backend (build with nvcc present)");
 #endif
@@ -55,12 +55,6 @@ std::string resolve_device(const EngineArgs& args) {
     return "cuda";
   }
   return gpu_usable() ? "cuda" : "cpu";
-}
-
-LoadFormat file_format(const std::string& name) {
-  if (name == "gguf") return LoadFormat::kGguf;
-  if (name == "safetensors") return LoadFormat::kSafetensors;
-  return LoadFormat::kAuto;
 }
 
 // --tokenizer, else the model's own; a dummy model's directory may come without one, and then
@@ -95,13 +89,13 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
   cpu::CpuRunnerOptions options;
   options.block_size = args.block_size;
   // bf16 by default, as on the GPU: half the bytes of f32 for the same quality (perplexity).
-  options.kv_precision = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
+  options.kv_precision = kv::kv_precision_for(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest = kv_quant_precision(args);
   options.kv_int4_keys = kv_quant_int4_keys(args);
   const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);
-  options.activations = cpu::parse_cpu_activations(args.cpu_activations);
-  options.quantization = parse_weight_quantization(args.quantization);
+  options.activations = args.cpu_activations;
+  options.quantization = args.quantization;
   // Capacity is in slots; a block of the cache's own precision takes slots_per_block of them.
   const int64_t slots_per_block = layout.slots_for(layout.base);
   const int64_t fixed_slots =
@@ -122,12 +116,12 @@ std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const Loade
     // The whole model's cache, split by heads: every rank holds the same slots of its own heads.
     auto runner = cpu::make_cpu_tp_runner(mc, model.weights, options, static_cast<int>(args.tensor_parallel_size));
     spdlog::info("CPU backend, tensor parallel over {} ranks: weights {:.1f} MB, {}, {} activations", runner->num_ranks(),
-                 runner->weight_bytes() / 1e6, plan.describe(), args.cpu_activations);
+                 runner->weight_bytes() / 1e6, plan.describe(), choice_name(args.cpu_activations));
     return runner;
   }
   auto runner = std::make_unique<cpu::CpuModelRunner>(mc, model.weights, options);
   spdlog::info("CPU backend: weights {:.1f} MB, {}, {} activations, {} kernels, {} threads", runner->weight_bytes() / 1e6,
-               plan.describe(), args.cpu_activations, cpu::cpu_isa_name(runner->isa()), runner->num_threads());
+               plan.describe(), choice_name(args.cpu_activations), cpu::cpu_isa_name(runner->isa()), runner->num_threads());
   return runner;
 }
 
@@ -141,10 +135,10 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.max_num_seqs = std::max(args.max_num_seqs, args.max_num_seqs_capacity);
   options.max_model_len = args.max_model_len;
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
-  options.kv_cache_dtype = kv::parse_kv_precision(args.kv_cache_dtype, kv::KvPrecision::kBF16);
+  options.kv_cache_dtype = kv::kv_precision_for(args.kv_cache_dtype, kv::KvPrecision::kBF16);
   options.kv_finest_precision = kv_quant_precision(args);
   options.kv_int4_keys = kv_quant_int4_keys(args);
-  options.quantization = parse_weight_quantization(args.quantization);
+  options.quantization = args.quantization;
   options.host_tier = plan_host_tier(args, model.config.num_layers, cuda::CudaModelRunner::plan_layout(model.config, options));
   if (args.tensor_parallel_size > 1) {
     // One GPU a rank over NCCL, each rank's memory plan on its own GPU.
@@ -168,10 +162,10 @@ EngineParts create_engine_parts(const EngineArgs& args) {
   args.validate();
   if (args.model.empty()) fail(ErrorCode::kInvalidArgument, "no model given (--model)");
   const std::string device = resolve_device(args);
-  const bool dummy = args.load_format == "dummy";
+  const bool dummy = args.load_format == LoadFormat::kDummy;
   if (dummy && device != "cuda")
     fail(ErrorCode::kUnsupported, "--load-format dummy needs the CUDA backend (device is {})", device);
-  const LoadedModel model = dummy ? load_model_header(args.model) : load_model(args.model, file_format(args.load_format));
+  const LoadedModel model = dummy ? load_model_header(args.model) : load_model(args.model, args.load_format);
 
   EngineParts parts;
   parts.codec = model_codec(args, model, dummy);

@@ -28,10 +28,10 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
     fail(ErrorCode::kInvalidArgument, "num-kv-blocks {} differs from the runner's KV cache ({})",
          c.num_kv_blocks, shape.num_blocks);
   // The runner's cache was laid out for the setting; a hand-built engine must agree with it.
-  const kv::KvPrecision precision = kv::parse_kv_precision(c.kv_cache_dtype, shape.layout.full);
+  const kv::KvPrecision precision = kv::kv_precision_for(c.kv_cache_dtype, shape.layout.full);
   if (precision != shape.layout.base)
     fail(ErrorCode::kInvalidArgument, "kv-cache-dtype {} differs from the runner's KV cache ({})",
-         c.kv_cache_dtype, kv::kv_precision_name(shape.layout.base));
+         choice_name(c.kv_cache_dtype), kv::kv_precision_name(shape.layout.base));
   const StepCapacity capacity = runner.capacity();
   if (c.max_num_seqs > capacity.max_num_seqs || c.max_num_batched_tokens > capacity.max_num_batched_tokens)
     fail(ErrorCode::kInvalidArgument,
@@ -54,7 +54,7 @@ sched::SchedulerConfig scheduler_config(const EngineConfig& c, const ModelRunner
   s.host_slots = shape.host_tier;
   s.kv_bytes_per_slot = 2 * shape.num_layers * shape.layout.slot_bytes;
   s.host_link_bytes_per_s = runner.host_link_bytes_per_s();
-  s.preemption_mode = optim::parse_preemption_setting(c.preemption_mode);
+  s.preemption_mode = c.preemption_mode;
   return s;
 }
 

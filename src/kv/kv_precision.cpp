@@ -18,15 +18,16 @@ const char* kv_precision_name(KvPrecision precision) {
   return "?";
 }
 
-KvPrecision parse_kv_precision(std::string_view name, KvPrecision model_default) {
-  if (name == "auto") return model_default;
-  if (name == "f32" || name == "float32" || name == "fp32" || name == "float") return KvPrecision::kF32;
-  if (name == "bf16" || name == "bfloat16") return KvPrecision::kBF16;
-  if (name == "fp8" || name == "fp8_e4m3") return KvPrecision::kFP8;
-  if (name == "int8") return KvPrecision::kInt8;
-  if (name == "int4") return KvPrecision::kInt4;
-  fail(ErrorCode::kInvalidArgument,
-       "kv-cache-dtype must be one of auto, f32, bf16, fp8, int8, int4; got '{}'", std::string(name));
+KvPrecision kv_precision_for(KvCacheDtype dtype, KvPrecision model_default) {
+  switch (dtype) {
+    case KvCacheDtype::kAuto: return model_default;
+    case KvCacheDtype::kF32: return KvPrecision::kF32;
+    case KvCacheDtype::kBF16: return KvPrecision::kBF16;
+    case KvCacheDtype::kFP8: return KvPrecision::kFP8;
+    case KvCacheDtype::kInt8: return KvPrecision::kInt8;
+    case KvCacheDtype::kInt4: return KvPrecision::kInt4;
+  }
+  return model_default;
 }
 
 int64_t kv_precision_bits(KvPrecision precision) {

@@ -5,16 +5,16 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/setting_choices.h"  // KvCacheDtype
+
 namespace optimate::kv {
 
 enum class KvPrecision : uint8_t { kF32, kBF16, kFP8, kInt8, kInt4 };
 
 const char* kv_precision_name(KvPrecision precision);
 
-// Accepts vLLM's --kv-cache-dtype names ("auto" resolves to `model_default`, "fp8" and
-// "fp8_e4m3" are e4m3) and our own ("f32"/"float32", "bf16"/"bfloat16", "int8", "int4").
-// Throws Error(kInvalidArgument).
-KvPrecision parse_kv_precision(std::string_view name, KvPrecision model_default);
+// The precision --kv-cache-dtype names; auto is `model_default`.
+KvPrecision kv_precision_for(KvCacheDtype dtype, KvPrecision model_default);
 
 // Storage per element, in bits (int4 packs two per byte), scales not counted.
 int64_t kv_precision_bits(KvPrecision precision);

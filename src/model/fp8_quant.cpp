@@ -8,16 +8,6 @@
 
 namespace optimate {
 
-WeightQuantization parse_weight_quantization(const std::string& name) {
-  if (name == "none") return WeightQuantization::kNone;
-  if (name == "fp8") return WeightQuantization::kFp8;
-  fail(ErrorCode::kInvalidArgument, "unknown quantization '{}' (none or fp8)", name);
-}
-
-const char* weight_quantization_name(WeightQuantization q) {
-  return q == WeightQuantization::kFp8 ? "fp8" : "none";
-}
-
 float quantize_fp8_row(const float* x, int64_t n, uint8_t* codes) {
   float absmax = 0.0f;
   for (int64_t i = 0; i < n; ++i) absmax = std::fmax(absmax, std::fabs(x[i]));

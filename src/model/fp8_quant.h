@@ -9,13 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/setting_choices.h"  // WeightQuantization
+
 namespace optimate {
-
-enum class WeightQuantization { kNone, kFp8 };
-
-// "none" or "fp8" (--quantization); Error(kInvalidArgument) naming the accepted values otherwise.
-WeightQuantization parse_weight_quantization(const std::string& name);
-const char* weight_quantization_name(WeightQuantization q);
 
 // Steps of at most this many tokens keep their activations in their own precision and multiply
 // by the dequantized weights (the GPU's FP8 GEMV, bandwidth-bound: the weight bytes are the

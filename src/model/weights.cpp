@@ -188,6 +188,7 @@ HostTensor unpermute_rotary_rows(const HostTensor& t, int64_t num_heads) {
 namespace {
 
 LoadedModel load(const std::string& path, LoadFormat format, bool with_weights) {
+  if (format == LoadFormat::kDummy) format = LoadFormat::kAuto;  // the shape comes from the file as auto finds it
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (ec || !fs::exists(status)) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/setting_choices.h"  // LoadFormat
 #include "model/host_tensor.h"
 #include "model/model_config.h"
 
@@ -53,8 +54,6 @@ struct ModelWeights {
 // 2-D view of its bytes (`name` names it in messages). The rows of a quantized tensor must be
 // whole blocks, as every GGUF tensor's are.
 HostTensor stacked_matrix(const HostTensor& t, int64_t index, int64_t row0, int64_t rows, std::string name);
-
-enum class LoadFormat { kAuto, kGguf, kSafetensors };
 
 struct LoadedModel {
   ModelConfig config;

@@ -11,21 +11,6 @@ namespace optimate::optim {
 
 const char* preempt_mode_name(PreemptMode mode) { return mode == PreemptMode::kSwap ? "swap" : "recompute"; }
 
-const char* preemption_setting_name(PreemptionSetting setting) {
-  switch (setting) {
-    case PreemptionSetting::kAuto: return "auto";
-    case PreemptionSetting::kRecompute: return "recompute";
-    case PreemptionSetting::kSwap: return "swap";
-  }
-  return "?";
-}
-
-PreemptionSetting parse_preemption_setting(std::string_view name) {
-  for (PreemptionSetting s : {PreemptionSetting::kAuto, PreemptionSetting::kRecompute, PreemptionSetting::kSwap})
-    if (name == preemption_setting_name(s)) return s;
-  fail(ErrorCode::kInvalidArgument, "preemption-mode must be auto, recompute or swap, got '{}'", name);
-}
-
 PreemptCost preempt_cost(const SchedulerView& view, const RequestView& victim) {
   PreemptCost c;
   const double bw = view.kv.host_link_bytes_per_s;
@@ -41,11 +26,11 @@ PreemptCost preempt_cost(const SchedulerView& view, const RequestView& victim) {
 PreemptModeChoice CostPreemptModePolicy::choose_mode(const SchedulerView& view, const RequestView& victim) {
   PreemptModeChoice out;
   const bool has_swap = view.kv.num_host_blocks > 0;
-  if (setting_ == PreemptionSetting::kRecompute) {
+  if (setting_ == PreemptionMode::kRecompute) {
     out = {PreemptMode::kRecompute, "forced", "preemption mode recompute"};
   } else if (!has_swap) {
     out = {PreemptMode::kRecompute, "no_swap_space", "no host swap space"};
-  } else if (setting_ == PreemptionSetting::kSwap) {
+  } else if (setting_ == PreemptionMode::kSwap) {
     out = {PreemptMode::kSwap, "forced", "preemption mode swap"};
   } else if (view.prefill_ns_per_token <= 0.0 || view.kv.host_link_bytes_per_s <= 0.0) {
     out = {PreemptMode::kRecompute, "no_estimate",

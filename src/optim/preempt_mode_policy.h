@@ -19,15 +19,10 @@
 #include <memory>
 #include <string_view>
 
+#include "core/setting_choices.h"  // PreemptionMode
 #include "optim/api/policies.h"
 
 namespace optimate::optim {
-
-enum class PreemptionSetting { kAuto, kRecompute, kSwap };
-
-const char* preemption_setting_name(PreemptionSetting setting);
-// "auto", "recompute" or "swap"; Error(kInvalidArgument) otherwise.
-PreemptionSetting parse_preemption_setting(std::string_view name);
 
 struct PreemptCost {
   int64_t recompute_tokens = 0;
@@ -41,16 +36,16 @@ PreemptCost preempt_cost(const SchedulerView& view, const RequestView& victim);
 
 class CostPreemptModePolicy final : public PreemptModePolicy {
  public:
-  explicit CostPreemptModePolicy(PreemptionSetting setting) : setting_(setting) {}
+  explicit CostPreemptModePolicy(PreemptionMode setting) : setting_(setting) {}
   std::string_view name() const override { return "preemption-mode"; }
   PreemptModeChoice choose_mode(const SchedulerView& view, const RequestView& victim) override;
   // swap_choices, recompute_choices.
   std::vector<PolicyCounter> counters() const override;
 
-  PreemptionSetting setting() const { return setting_; }
+  PreemptionMode setting() const { return setting_; }
 
  private:
-  PreemptionSetting setting_;
+  PreemptionMode setting_;
   int64_t num_swap_ = 0;
   int64_t num_recompute_ = 0;
 };

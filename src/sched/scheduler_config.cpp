@@ -20,7 +20,7 @@ void SchedulerConfig::validate() const {
          "the KV cache holds {} tokens ({} blocks of {}), fewer than max-model-len {}: raise "
          "kv-cache-memory or lower max-model-len",
          blocks * block_size, blocks, block_size, max_model_len);
-  if (preemption_mode == optim::PreemptionSetting::kSwap && host_slots.swap == 0)
+  if (preemption_mode == PreemptionMode::kSwap && host_slots.swap == 0)
     fail(ErrorCode::kInvalidArgument, "preemption-mode swap needs host swap space: set swap-space above 0 "
          "(or use auto, which recomputes without it)");
 }

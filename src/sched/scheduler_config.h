@@ -27,7 +27,7 @@ struct SchedulerConfig {
   kv::HostTierSlots host_slots;
   int64_t kv_bytes_per_slot = 0;       // one slot of every layer's K and V: what a copy moves
   double host_link_bytes_per_s = 0.0;  // the runner's, measured (0: unknown)
-  optim::PreemptionSetting preemption_mode = optim::PreemptionSetting::kAuto;
+  PreemptionMode preemption_mode = PreemptionMode::kAuto;
 
   // Throws Error(kInvalidArgument) naming the flag; also checks that one sequence of
   // max_model_len tokens fits in the KV pool, so a lone request can always run.

@@ -75,7 +75,7 @@ struct Case {
 
 std::string case_name(const Case& c) {
   std::string n = std::string(c.model) + "_" + (c.file[0] ? c.file : "safetensors") + "_" +
-                  std::string(cpu_activations_name(c.activations));
+                  std::string(choice_name(c.activations));
   std::replace_if(n.begin(), n.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
   return n;
 }

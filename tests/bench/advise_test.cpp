@@ -140,7 +140,7 @@ TEST(Advise, MemoryShortTriesKvQuantKeepingTheTopClassAtFullPrecision) {
   // Preempted requests add the preemption mode chosen by cost.
   EXPECT_FALSE(has_label(cs, "preemption_mode=auto"));
   t.default_preemptions = 12;
-  EXPECT_EQ(find_label(guide_candidates(t, {}, EngineConfig{}), "preemption_mode=auto").config.preemption_mode, "auto");
+  EXPECT_EQ(find_label(guide_candidates(t, {}, EngineConfig{}), "preemption_mode=auto").config.preemption_mode, PreemptionMode::kAuto);
   // Lower-first clients: their most important class is the smallest value.
   EngineConfig lower;
   lower.priority_order = PriorityOrder::kLowerFirst;

@@ -27,7 +27,7 @@ std::vector<int32_t> prose_tokens() {
 EngineConfig config(const std::string& dtype) {
   EngineConfig c;
   c.model = model_path();
-  c.kv_cache_dtype = dtype;
+  c.kv_cache_dtype = parse_choice<KvCacheDtype>(dtype, "kv_cache_dtype");
   c.num_threads = 1;
   return c;
 }

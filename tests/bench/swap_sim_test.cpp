@@ -63,7 +63,7 @@ RunResult simulate(const Workload& w, const std::string& mode, bool prefix_cachi
   config.max_num_seqs = 64;
   config.max_num_batched_tokens = 8192;
   config.max_model_len = 20000;
-  config.preemption_mode = mode;
+  config.preemption_mode = parse_choice<PreemptionMode>(mode, "preemption_mode");
   config.swap_space = 64;
   CostProfile profile = load_cost_profile(kProfile);
   profile.num_kv_blocks = 4096;

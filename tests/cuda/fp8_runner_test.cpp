@@ -51,7 +51,7 @@ TEST(Fp8Runner, LogitsAndGreedyTokensAgreeWithTheCpuFp8Twin) {
   co.num_kv_blocks = 64;
   co.kv_precision = kv::KvPrecision::kBF16;  // the GPU's cache
   co.keep_quantized = false;
-  co.activations = cpu::CpuActivations::kF32;
+  co.activations = CpuActivations::kF32;
   co.quantization = WeightQuantization::kFp8;
   cpu::CpuModelRunner cpu_runner(model.config, model.weights, co);
 

@@ -180,7 +180,7 @@ TEST(Qwen3MoeCudaFp8, AgreesWithTheCpuFp8Twin) {
     CudaModelRunner gpu(model, go);
     cpu::CpuModelRunner cpu(model.config, model.weights,
                             {.num_kv_blocks = 64, .block_size = 16, .num_threads = 2,
-                             .activations = cpu::CpuActivations::kF32, .quantization = WeightQuantization::kFp8});
+                             .activations = CpuActivations::kF32, .quantization = WeightQuantization::kFp8});
     const auto prompt = golden().at(name).at("prompt_ids").get<std::vector<int32_t>>();
     std::vector<int32_t> table(4);
     std::iota(table.begin(), table.end(), 0);
@@ -219,7 +219,7 @@ TEST(Qwen3MoeCuda, GreedyTokensEqualTheCpuRunners) {
     CudaModelRunner gpu(model, tiny_options());
     cpu::CpuModelRunner cpu(model.config, model.weights,
                             {.num_kv_blocks = 64, .block_size = 16, .num_threads = 2,
-                             .activations = cpu::CpuActivations::kF32});
+                             .activations = CpuActivations::kF32});
     const nlohmann::json& entry = golden().at(name);
     const float bound = 2 * entry.at("bf16_max_error").get<float>() + 0.02f;
     for (size_t g = 0; g < entry.at("greedy").size(); ++g) {

@@ -33,10 +33,11 @@ struct Setup {
 
 Engine make_engine(const LoadedModel& m, const Setup& s) {
   cuda::CudaRunnerOptions o = cuda_engine_testing::small_runner_options(s.num_kv_blocks);
-  o.kv_cache_dtype = kv::parse_kv_precision(s.kv_cache_dtype, kv::KvPrecision::kBF16);
+  const KvCacheDtype dtype = parse_choice<KvCacheDtype>(s.kv_cache_dtype, "kv_cache_dtype");
+  o.kv_cache_dtype = kv::kv_precision_for(dtype, kv::KvPrecision::kBF16);
   EngineConfig e = cuda_engine_testing::small_engine_config(s.num_kv_blocks, kBlockSize);
-  e.kv_cache_dtype = s.kv_cache_dtype;
-  e.preemption_mode = s.mode;
+  e.kv_cache_dtype = dtype;
+  e.preemption_mode = parse_choice<PreemptionMode>(s.mode, "preemption_mode");
   e.swap_space = s.mode == "recompute" ? 0.0 : 1.0;  // the runner's 1024 host slots bound it
   e.enable_prefix_caching = s.host_prefix_gib > 0.0;
   e.host_prefix_cache_space = s.host_prefix_gib;

@@ -42,7 +42,7 @@ TEST(CreateEngine, AutoPicksTheCpuWithoutAGpuAndCudaIsRefused) {
   EXPECT_NE(parts.codec, nullptr);
 
   EngineArgs cuda = small_args();
-  cuda.device = "cuda";
+  cuda.device = Device::kCuda;
   try {
     create_engine_parts(cuda);
     FAIL() << "--device cuda accepted without a GPU";
@@ -54,8 +54,8 @@ TEST(CreateEngine, AutoPicksTheCpuWithoutAGpuAndCudaIsRefused) {
 TEST(CreateEngine, DummyWeightsNeedTheGpu) {
   EngineArgs args;
   args.model = kLlama3Shape;
-  args.load_format = "dummy";
-  args.device = "cpu";
+  args.load_format = LoadFormat::kDummy;
+  args.device = Device::kCpu;
   try {
     create_engine_parts(args);
     FAIL() << "dummy weights accepted on the CPU";

@@ -42,7 +42,7 @@ inline EngineConfig fake_engine_config(const FakeEngineOptions& o = {}) {
   const double block_gib = static_cast<double>(2 * 2 * o.block_size) / 1073741824.0;
   c.swap_space = o.host_swap_blocks > 0 ? (static_cast<double>(o.host_swap_blocks) + 0.5) * block_gib : 0.0;
   c.host_prefix_cache_space = o.host_prefix_blocks > 0 ? (static_cast<double>(o.host_prefix_blocks) + 0.5) * block_gib : 0.0;
-  c.preemption_mode = o.preemption_mode;
+  c.preemption_mode = parse_choice<PreemptionMode>(o.preemption_mode, "preemption_mode");
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "config/settings.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
@@ -14,10 +15,10 @@ namespace {
 
 std::string model_path() { return std::string(OPTIMATE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
-EngineArgs small_args(const std::string& quantization) {
+EngineArgs small_args(WeightQuantization quantization) {
   EngineArgs args;
   args.model = model_path();
-  args.device = "cpu";
+  args.device = Device::kCpu;
   args.max_model_len = 256;
   args.num_kv_blocks = 32;
   args.num_threads = 1;
@@ -25,7 +26,7 @@ EngineArgs small_args(const std::string& quantization) {
   return args;
 }
 
-Results generate(const std::string& quantization) {
+Results generate(WeightQuantization quantization) {
   Engine engine = create_optimized_engine(small_args(quantization));
   const std::vector<std::string> prompts = {"The capital of France is", "def fibonacci(n):"};
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -35,8 +36,8 @@ Results generate(const std::string& quantization) {
 
 TEST(Fp8Weights, TheEngineGeneratesWithFp8LinearLayers) {
   if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "model not downloaded";
-  const Results fp8 = generate("fp8");
-  const Results plain = generate("none");
+  const Results fp8 = generate(WeightQuantization::kFp8);
+  const Results plain = generate(WeightQuantization::kNone);
   for (const char* id : {"p0", "p1"}) {
     const SeqResult& q = fp8.at({id, 0});
     EXPECT_EQ(q.tokens.size(), 12u) << id;
@@ -50,8 +51,9 @@ TEST(Fp8Weights, TheEngineGeneratesWithFp8LinearLayers) {
 }
 
 TEST(Fp8Weights, AnUnknownQuantizationIsRefusedNamingTheChoices) {
-  EngineArgs args = small_args("int4");
+  EngineArgs args = small_args(WeightQuantization::kNone);
   try {
+    find_setting("quantization")->set_from_text(args, "int4", "--quantization");
     create_optimized_engine(args);
     FAIL() << "--quantization int4 accepted";
   } catch (const Error& e) {

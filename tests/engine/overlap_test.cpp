@@ -162,7 +162,7 @@ Engine make_engine(bool overlap, const RunSetup& setup, QueuedDeviceRunner** dev
   c.max_model_len = setup.max_model_len;
   c.block_size = 4;
   c.async_scheduling = overlap;
-  c.preemption_mode = setup.preemption_mode;
+  c.preemption_mode = parse_choice<PreemptionMode>(setup.preemption_mode, "preemption_mode");
   c.stage_profile_interval = setup.stage_interval;
   const double block_gib = static_cast<double>(2 * 2 * c.block_size) / 1073741824.0;
   c.swap_space = setup.host_swap_blocks > 0 ? (static_cast<double>(setup.host_swap_blocks) + 0.5) * block_gib : 0.0;

@@ -25,7 +25,7 @@ EngineArgs args_with(int64_t num_kv_blocks, const std::string& mode, double swap
   args.num_kv_blocks = num_kv_blocks;
   args.max_num_batched_tokens = 64;
   args.num_threads = 2;
-  args.preemption_mode = mode;
+  args.preemption_mode = parse_choice<PreemptionMode>(mode, "preemption_mode");
   args.swap_space = swap_blocks * kBlockGib;
   args.host_prefix_cache_space = prefix_blocks * kBlockGib;
   return args;

@@ -20,7 +20,7 @@ Engine tiny_engine(int ranks) {
   const ModelConfig c = tiny_splittable_config();
   const ModelWeights w = tiny_weights(c, 11);
   const cpu::CpuRunnerOptions o{.num_kv_blocks = 40, .block_size = 4, .num_threads = 1,
-                                .activations = cpu::CpuActivations::kF32};
+                                .activations = CpuActivations::kF32};
   EngineConfig config;
   config.block_size = 4;
   config.max_num_seqs = 8;
@@ -63,11 +63,11 @@ TEST(TensorParallelEngine, TwoRanksGiveOneRunnersTokensThroughTheEngine) {
 EngineArgs smollm2_args(int64_t ranks) {
   EngineArgs args;
   args.model = kSmolLM2;
-  args.device = "cpu";
+  args.device = Device::kCpu;
   args.max_model_len = 128;
   args.num_kv_blocks = 16;
   args.num_threads = 3;
-  args.cpu_activations = "f32";
+  args.cpu_activations = CpuActivations::kF32;
   args.tensor_parallel_size = ranks;
   return args;
 }
@@ -99,7 +99,7 @@ TEST(TensorParallelEngine, SizesThatCannotWorkAreRefusedWithAReason) {
   }
   // The CUDA backend refuses the same split (or, on a machine without a GPU, the device).
   EngineArgs cuda = smollm2_args(2);
-  cuda.device = "cuda";
+  cuda.device = Device::kCuda;
   try {
     create_engine_parts(cuda);
     FAIL() << "2 ranks accepted for 9 heads on the GPU";

@@ -127,9 +127,10 @@ TEST(KvSizing, BlocksForMemory) {
   // SmolLM2-135M: 30 layers, 3 KV heads, head dim 64, fp32, 16-token blocks = 737,280 B/block.
   EXPECT_EQ(num_blocks_for_memory(int64_t{1} << 30, 30, 3, 64, 16, KvPrecision::kF32), 1456);
   EXPECT_THROW(num_blocks_for_memory(1000, 30, 3, 64, 16, KvPrecision::kF32), Error);
-  EXPECT_EQ(parse_kv_precision("fp8", KvPrecision::kF32), KvPrecision::kFP8);
-  EXPECT_THROW(parse_kv_precision("fp6", KvPrecision::kF32), Error);
-  EXPECT_EQ(parse_kv_precision("auto", KvPrecision::kBF16), KvPrecision::kBF16);
+  EXPECT_EQ(kv_precision_for(parse_choice<KvCacheDtype>("fp8", "kv-cache-dtype"), KvPrecision::kF32), KvPrecision::kFP8);
+  EXPECT_THROW(parse_choice<KvCacheDtype>("fp6", "kv-cache-dtype"), Error);
+  EXPECT_THROW(parse_choice<KvCacheDtype>("fp32", "kv-cache-dtype"), Error);  // not a name the settings table lists
+  EXPECT_EQ(kv_precision_for(KvCacheDtype::kAuto, KvPrecision::kBF16), KvPrecision::kBF16);
 }
 
 }  // namespace

@@ -76,11 +76,11 @@ TEST(Fp8Quant, MatrixRoundTripStaysWithinTheFormatsStep) {
 }
 
 TEST(Fp8Quant, QuantizationNamesAreCheckedWithTheAcceptedValues) {
-  EXPECT_EQ(parse_weight_quantization("none"), WeightQuantization::kNone);
-  EXPECT_EQ(parse_weight_quantization("fp8"), WeightQuantization::kFp8);
-  EXPECT_STREQ(weight_quantization_name(WeightQuantization::kFp8), "fp8");
+  EXPECT_EQ(parse_choice<WeightQuantization>("none", "quantization"), WeightQuantization::kNone);
+  EXPECT_EQ(parse_choice<WeightQuantization>("fp8", "quantization"), WeightQuantization::kFp8);
+  EXPECT_EQ(choice_name(WeightQuantization::kFp8), "fp8");
   try {
-    parse_weight_quantization("int4");
+    parse_choice<WeightQuantization>("int4", "quantization");
     FAIL() << "int4 accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);

@@ -31,7 +31,7 @@ RequestView victim(int64_t num_computed_tokens) {
 
 struct Case {
   const char* name;
-  PreemptionSetting setting;
+  PreemptionMode setting;
   double host_link;
   double ns_per_token;
   int64_t tokens;
@@ -43,18 +43,18 @@ TEST(PreemptModePolicy, ChoosesByCost) {
   // Swapping 1000 tokens: 2 x 131 MB / 50 GB/s = 5.2 ms + 25 ms = 30.2 ms; recomputing: 40 ms.
   // The break-even is about 760 tokens.
   const Case cases[] = {
-      {"short prefix recomputes", PreemptionSetting::kAuto, 50e9, 40e3, 500, PreemptMode::kRecompute, "cost"},
-      {"long prefix swaps", PreemptionSetting::kAuto, 50e9, 40e3, 1000, PreemptMode::kSwap, "cost"},
-      {"16k tokens swap", PreemptionSetting::kAuto, 50e9, 40e3, 16000, PreemptMode::kSwap, "cost"},
-      {"a slow link makes even long prefixes recompute", PreemptionSetting::kAuto, 2e9, 40e3, 16000,
+      {"short prefix recomputes", PreemptionMode::kAuto, 50e9, 40e3, 500, PreemptMode::kRecompute, "cost"},
+      {"long prefix swaps", PreemptionMode::kAuto, 50e9, 40e3, 1000, PreemptMode::kSwap, "cost"},
+      {"16k tokens swap", PreemptionMode::kAuto, 50e9, 40e3, 16000, PreemptMode::kSwap, "cost"},
+      {"a slow link makes even long prefixes recompute", PreemptionMode::kAuto, 2e9, 40e3, 16000,
        PreemptMode::kRecompute, "cost"},
-      {"no prefill step measured yet", PreemptionSetting::kAuto, 50e9, 0.0, 16000, PreemptMode::kRecompute,
+      {"no prefill step measured yet", PreemptionMode::kAuto, 50e9, 0.0, 16000, PreemptMode::kRecompute,
        "no_estimate"},
-      {"no swap space", PreemptionSetting::kAuto, 0.0, 40e3, 16000, PreemptMode::kRecompute, "no_swap_space"},
-      {"forced swap, short prefix", PreemptionSetting::kSwap, 50e9, 40e3, 16, PreemptMode::kSwap, "forced"},
-      {"forced swap without swap space", PreemptionSetting::kSwap, 0.0, 40e3, 16, PreemptMode::kRecompute,
+      {"no swap space", PreemptionMode::kAuto, 0.0, 40e3, 16000, PreemptMode::kRecompute, "no_swap_space"},
+      {"forced swap, short prefix", PreemptionMode::kSwap, 50e9, 40e3, 16, PreemptMode::kSwap, "forced"},
+      {"forced swap without swap space", PreemptionMode::kSwap, 0.0, 40e3, 16, PreemptMode::kRecompute,
        "no_swap_space"},
-      {"forced recompute, long prefix", PreemptionSetting::kRecompute, 50e9, 40e3, 16000, PreemptMode::kRecompute,
+      {"forced recompute, long prefix", PreemptionMode::kRecompute, 50e9, 40e3, 16000, PreemptMode::kRecompute,
        "forced"},
   };
   for (const Case& c : cases) {
@@ -74,7 +74,7 @@ TEST(PreemptModePolicy, CachedFullBlocksAreNotRecomputed) {
   v.kv.prefix_caching = true;
   RequestView r = victim(16010);
   r.num_full_blocks = 1000;
-  CostPreemptModePolicy policy(PreemptionSetting::kAuto);
+  CostPreemptModePolicy policy(PreemptionMode::kAuto);
   const PreemptModeChoice cached = policy.choose_mode(v, r);
   EXPECT_EQ(cached.mode, PreemptMode::kRecompute);
   EXPECT_NE(cached.detail.find("10 of its 16010 tokens"), std::string::npos) << cached.detail;
@@ -85,7 +85,7 @@ TEST(PreemptModePolicy, CachedFullBlocksAreNotRecomputed) {
 }
 
 TEST(PreemptModePolicy, ExplainsItsChoiceAndCountsIt) {
-  CostPreemptModePolicy policy(PreemptionSetting::kAuto);
+  CostPreemptModePolicy policy(PreemptionMode::kAuto);
   const PreemptModeChoice c = policy.choose_mode(view(50e9, 40e3), victim(2048));
   EXPECT_EQ(c.mode, PreemptMode::kSwap);
   EXPECT_NE(c.detail.find("2048 of its 2048 tokens"), std::string::npos) << c.detail;
@@ -99,10 +99,10 @@ TEST(PreemptModePolicy, ExplainsItsChoiceAndCountsIt) {
 }
 
 TEST(PreemptModePolicy, ParsesTheSetting) {
-  EXPECT_EQ(parse_preemption_setting("auto"), PreemptionSetting::kAuto);
-  EXPECT_EQ(parse_preemption_setting("swap"), PreemptionSetting::kSwap);
-  EXPECT_EQ(parse_preemption_setting("recompute"), PreemptionSetting::kRecompute);
-  EXPECT_THROW(parse_preemption_setting("swapping"), Error);
+  EXPECT_EQ(parse_choice<PreemptionMode>("auto", "preemption-mode"), PreemptionMode::kAuto);
+  EXPECT_EQ(parse_choice<PreemptionMode>("swap", "preemption-mode"), PreemptionMode::kSwap);
+  EXPECT_EQ(parse_choice<PreemptionMode>("recompute", "preemption-mode"), PreemptionMode::kRecompute);
+  EXPECT_THROW(parse_choice<PreemptionMode>("swapping", "preemption-mode"), Error);
 }
 
 }  // namespace

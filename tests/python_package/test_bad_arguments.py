@@ -12,7 +12,7 @@ from optimate.optimizers import PredictiveBatchingOptimizer, PrioritySchedulerOp
     (dict(block_size=3), "block-size"),
     (dict(device="tpu"), "device"),
     (dict(gpu_memory_utilization=1.5), "gpu-memory-utilization"),
-    (dict(kv_cache_dtype="fp6"), "kv-cache-dtype"),
+    (dict(kv_cache_dtype="fp6"), "kv_cache_dtype"),
     (dict(kv_cache_memory="lots"), "kv_cache_memory"),
     (dict(max_num_seqs="many"), "max_num_seqs"),
     (dict(tensor_parallel_size=0), "tensor-parallel-size"),

@@ -16,7 +16,7 @@ constexpr int64_t kBlocks = 6;  // four-token blocks: 24 tokens of KV in all
 sched::SchedulerConfig config(int64_t host_swap_slots) {
   sched::SchedulerConfig c = small_config(4, 8, kBlocks, 24);
   c.host_slots.swap = host_swap_slots;
-  c.preemption_mode = optim::PreemptionSetting::kSwap;
+  c.preemption_mode = PreemptionMode::kSwap;
   return c;
 }
 

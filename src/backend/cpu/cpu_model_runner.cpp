@@ -34,14 +34,6 @@ double measure_memcpy_bytes_per_s() {
 
 }  // namespace
 
-std::string_view cpu_activations_name(CpuActivations a) { return a == CpuActivations::kQ8 ? "q8" : "f32"; }
-
-CpuActivations parse_cpu_activations(std::string_view name) {
-  if (name == "q8") return CpuActivations::kQ8;
-  if (name == "f32") return CpuActivations::kF32;
-  fail(ErrorCode::kInvalidArgument, "cpu_activations '{}': expected f32 or q8", name);
-}
-
 CpuModelRunner::CpuModelRunner(const ModelConfig& config, const ModelWeights& weights,
                                const CpuRunnerOptions& options)
     : CpuModelRunner(config, weights, options, CpuTpRank{}) {}

@@ -24,6 +24,7 @@
 #include "backend/cpu/micro_batches.h"
 #include "backend/cpu/moe_mlp.h"
 #include "backend/cpu/q8_activations.h"
+#include "core/setting_choices.h"  // CpuActivations
 #include "model/fp8_quant.h"
 #include "runner/model_runner.h"
 #include "model/weights.h"
@@ -31,15 +32,6 @@
 #include "parallel/tp_partition.h"
 
 namespace optimate::cpu {
-
-// How the quantized weights meet the activations.
-enum class CpuActivations {
-  kF32,  // the reference: weights widened block by block, fp32 products (cpu_ops.h linear)
-  kQ8,   // activations quantized to 8 bits once per product, integer dot products (q8_linear.h)
-};
-std::string_view cpu_activations_name(CpuActivations a);
-// "f32" or "q8"; Error(kInvalidArgument) otherwise.
-CpuActivations parse_cpu_activations(std::string_view name);
 
 struct CpuRunnerOptions {
   int64_t num_kv_blocks = 0;  // KV cache capacity in slots (required; kv/kv_layout.h)
