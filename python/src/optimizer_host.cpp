@@ -274,7 +274,7 @@ void OptimizerHost::set_queue_state(const std::map<int64_t, int64_t>& waiting_by
 }
 
 std::string OptimizerHost::metrics_text() {
-  metrics::SchedulerSnapshot s = queue_state_;
+  metrics::SchedulerGauges s = queue_state_;
   for (const OptimizerState& state : optimizers_->states()) {
     if (state.counters.empty()) continue;
     std::vector<std::pair<std::string, double>> counters;

@@ -105,7 +105,7 @@ class OptimizerHost {
   metrics::Registry registry_;
   std::unique_ptr<metrics::ServingMetrics> serving_;
   std::unique_ptr<metrics::OptimizerMetrics> optimizer_metrics_;
-  metrics::SchedulerSnapshot queue_state_;
+  metrics::SchedulerGauges queue_state_;
 };
 
 // One optimizer as GET /v1/optimizers lists it: name, enabled, baseline, options, counters,

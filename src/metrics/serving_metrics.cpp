@@ -191,7 +191,7 @@ ServingMetrics::ServingMetrics(Registry& r, std::string model_name, int64_t max_
   for (const char* reason : {"stop", "length", "abort"}) request_success_.labels({model_name_, reason});
 }
 
-void ServingMetrics::set_scheduler_state(const SchedulerSnapshot& s) {
+void ServingMetrics::set_scheduler_state(const SchedulerGauges& s) {
   num_requests_running_.set(static_cast<double>(s.num_running));
   num_requests_waiting_.set(static_cast<double>(s.num_waiting));
   double usage = s.kv_usage >= 0.0 ? s.kv_usage

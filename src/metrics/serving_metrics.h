@@ -22,8 +22,10 @@
 
 namespace optimate::metrics {
 
-// Scheduler and KV state, read when /metrics is scraped.
-struct SchedulerSnapshot {
+// Scheduler and KV state, read when /metrics is scraped: the part of the scheduler's snapshot
+// (sched::SchedulerSnapshot) that /metrics exports as gauges; this module sits below the
+// scheduler, so the server and the vLLM plugin fill it.
+struct SchedulerGauges {
   int64_t num_running = 0;
   int64_t num_waiting = 0;
   std::map<EnginePriority, int64_t> num_waiting_by_priority;  // sequences per priority
@@ -84,7 +86,7 @@ class ServingMetrics {
   // of higher-first clients).
   void set_priority_labeler(PriorityLabeler labeler) { priority_labels_.set_labeler(std::move(labeler)); }
 
-  void set_scheduler_state(const SchedulerSnapshot& snapshot);
+  void set_scheduler_state(const SchedulerGauges& snapshot);
   void record_step(const StepStats& step);
   void record_first_token(double ttft_s);
   void record_inter_token(double itl_s);

@@ -273,7 +273,7 @@ void EngineBackend::on_stats(const EngineStats& s) {
     m->set(p.phase_seconds, p.steps, p.device_seconds, p.staged_steps, p.stage_seconds);
   }
   if (!metrics_) return;
-  metrics::SchedulerSnapshot snap;
+  metrics::SchedulerGauges snap;
   snap.num_running = s.num_running;
   snap.num_waiting = s.num_waiting;
   snap.num_waiting_by_priority = s.num_waiting_by_priority;

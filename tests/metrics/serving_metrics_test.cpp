@@ -62,7 +62,7 @@ TEST(ServingMetrics, TtftBucketsAreVllms) {
 TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   Registry r;
   ServingMetrics m(r, "m", 2048);
-  SchedulerSnapshot s;
+  SchedulerGauges s;
   s.num_running = 3;
   s.num_waiting = 2;
   s.num_waiting_by_priority = {{EnginePriority{0}, 1}, {EnginePriority{10}, 1}, {EnginePriority{11}, 2}};
@@ -80,7 +80,7 @@ TEST(ServingMetrics, SchedulerStateAndFinishedRequests) {
   EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_blocks{model_name="m",precision="int8"} 5.0)"));
 
   // A priority level that empties drops to 0 instead of disappearing.
-  m.set_scheduler_state(SchedulerSnapshot{});
+  m.set_scheduler_state(SchedulerGauges{});
   text = r.render();
   EXPECT_TRUE(has_line(text, R"(optimate:num_requests_waiting_by_priority{model_name="m",priority="other"} 0.0)"));
   EXPECT_TRUE(has_line(text, R"(optimate:kv_cache_used_blocks{model_name="m"} 0.0)"));
@@ -121,7 +121,7 @@ TEST(ServingMetrics, ClientPrioritiesCannotGrowTheSeriesCount) {
     f.priority = EnginePriority{p * 1000003};
     f.queue_s = 0.01;
     m.record_finished(f);
-    SchedulerSnapshot s;
+    SchedulerGauges s;
     s.num_waiting_by_priority = {{EnginePriority{p}, 1}};
     m.set_scheduler_state(s);
   }
@@ -135,7 +135,7 @@ TEST(ServingMetrics, PriorityLevelNamesFromTheOperatorsRule) {
   Registry r;
   ServingMetrics m(r, "m", 2048);
   m.set_priority_labeler([](EnginePriority p) { return p.value >= 5 ? std::string("high") : std::string("low"); });
-  SchedulerSnapshot s;
+  SchedulerGauges s;
   s.num_waiting_by_priority = {{EnginePriority{-40}, 1}, {EnginePriority{0}, 2}, {EnginePriority{9}, 4}};
   m.set_scheduler_state(s);
   const std::string text = r.render();
