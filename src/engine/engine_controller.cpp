@@ -1,8 +1,7 @@
-// The engine's side of a Controller: the metrics it reads (the scheduler's figures, the
-// priority classes and the window), the knobs it may move and how its changes apply, between
+// The engine's side of a Controller: the metrics it reads (the scheduler's figures and
+// priority classes, and the engine's window), the knobs it may move and how its changes apply, between
 // steps and never past what the runner allocated.
 #include <algorithm>
-#include <map>
 
 #include "core/logging.h"
 #include "engine/engine.h"
@@ -10,33 +9,8 @@
 namespace optimate {
 
 optim::MetricsView Engine::metrics_view() const {
-  optim::MetricsView m = scheduler_->metrics();
-  const int64_t now = m.now_ns;
-  m.num_kv_blocks = scheduler_->config().num_kv_blocks;
-  const optim::KvQuota& quota = scheduler_->policy_knobs().kv_quota;
-  std::map<EnginePriority, optim::ClassMetrics, std::greater<>> classes;
-  for (sched::SeqId seq : scheduler_->running_queue()) {
-    const sched::Request* r = scheduler_->find(seq);
-    if (!r) continue;
-    optim::ClassMetrics& c = classes[r->priority];
-    ++c.num_running;
-    const auto blocks = static_cast<int64_t>(scheduler_->kv().block_ids(seq).size());
-    c.kv_blocks += blocks;
-    if (r->params->max_tokens >= quota.long_min_tokens) c.long_kv_blocks += blocks;
-  }
-  int64_t oldest_ns = now;
-  for (sched::SeqId seq : scheduler_->waiting_queue()) {
-    const sched::Request* r = scheduler_->find(seq);
-    if (!r) continue;
-    ++classes[r->priority].num_waiting;
-    oldest_ns = std::min(oldest_ns, r->arrival_ns);
-  }
-  m.oldest_waiting_ms = static_cast<double>(now - oldest_ns) * 1e-6;
-  for (auto& [priority, c] : classes) {
-    c.priority = priority;
-    m.classes.push_back(c);
-  }
-  if (window_) m.window = window_->snapshot(now);
+  optim::MetricsView m = scheduler_->metrics();  // the queues and classes, the scheduler's figures
+  if (window_) m.window = window_->snapshot(m.now_ns);
   return m;
 }
 

@@ -1,6 +1,47 @@
+#include <algorithm>
+#include <functional>
+#include <map>
+
 #include "sched/scheduler.h"
 
 namespace optimate::sched {
+
+optim::MetricsView Scheduler::metrics() const {
+  optim::MetricsView m;
+  m.now_ns = clock_.now_ns();
+  m.num_running = num_running();
+  m.num_waiting = num_waiting();
+  m.kv_usage = kv_.pool().usage();
+  m.num_kv_blocks = config_.num_kv_blocks;
+  m.num_steps = stats_.num_steps;
+  m.num_preemptions = stats_.num_preemptions;
+  m.num_generated_tokens = stats_.num_generated_tokens;
+  m.num_prompt_tokens = stats_.num_prompt_tokens_computed;
+  m.last_step_num_tokens = stats_.last_step_num_tokens;
+  // Per priority class, most important first: sequences running and waiting, the KV blocks
+  // they hold, and of those the blocks of requests long by the KV quota's measure.
+  std::map<EnginePriority, optim::ClassMetrics, std::greater<>> classes;
+  for (SeqId seq : running_) {
+    const Request& r = *requests_.at(seq);
+    optim::ClassMetrics& c = classes[r.priority];
+    ++c.num_running;
+    const auto blocks = static_cast<int64_t>(kv_.block_ids(seq).size());
+    c.kv_blocks += blocks;
+    if (r.params->max_tokens >= knobs_.kv_quota.long_min_tokens) c.long_kv_blocks += blocks;
+  }
+  int64_t oldest_ns = m.now_ns;
+  for (SeqId seq : waiting_) {
+    const Request& r = *requests_.at(seq);
+    ++classes[r.priority].num_waiting;
+    oldest_ns = std::min(oldest_ns, r.arrival_ns);
+  }
+  m.oldest_waiting_ms = static_cast<double>(m.now_ns - oldest_ns) * 1e-6;
+  for (auto& [priority, c] : classes) {
+    c.priority = priority;
+    m.classes.push_back(c);
+  }
+  return m;
+}
 
 SchedulerSnapshot Scheduler::snapshot() const {
   const kv::BlockPool& pool = kv_.pool();

@@ -142,18 +142,4 @@ std::vector<RequestOutput> Scheduler::abort(const std::string& request_id) {
   return outputs;
 }
 
-optim::MetricsView Scheduler::metrics() const {
-  optim::MetricsView m;
-  m.now_ns = clock_.now_ns();
-  m.num_running = num_running();
-  m.num_waiting = num_waiting();
-  m.kv_usage = kv_.pool().usage();
-  m.num_steps = stats_.num_steps;
-  m.num_preemptions = stats_.num_preemptions;
-  m.num_generated_tokens = stats_.num_generated_tokens;
-  m.num_prompt_tokens = stats_.num_prompt_tokens_computed;
-  m.last_step_num_tokens = stats_.last_step_num_tokens;
-  return m;
-}
-
 }  // namespace optimate::sched
