@@ -75,13 +75,7 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
     profile.model.max_position_embeddings = config.max_model_len;
   // kv_quant, when configured, lays the cache out for its quantized blocks, as
   // create_engine_parts does on the backends.
-  std::optional<kv::KvPrecision> finest;
-  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken;
-  for (const OptimizerSpec& spec : config.optimizers)
-    if (auto p = optim::kv_quant_layout_precision(spec)) {
-      finest = p;
-      int4_keys = optim::kv_quant_int4_keys(spec);
-    }
+  const auto [finest, int4_keys] = optim::kv_layout_request(config.optimizers);
   const kv::KvLayout layout = SimModelRunner::plan_layout(profile, finest, int4_keys);
   config.block_size = profile.block_size;
   config.num_kv_blocks = SimModelRunner::num_slots(profile, layout);

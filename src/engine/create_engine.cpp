@@ -70,28 +70,15 @@ std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const Loade
   }
 }
 
-// The finest precision the kv_quant optimizer may use, when it is configured (enabled or not):
-// the cache is laid out for it at start.
-std::optional<kv::KvPrecision> kv_quant_precision(const EngineArgs& args) {
-  for (const OptimizerSpec& spec : args.optimizers)
-    if (auto p = optim::kv_quant_layout_precision(spec)) return p;
-  return std::nullopt;
-}
-
-kv::Int4Keys kv_quant_int4_keys(const EngineArgs& args) {
-  for (const OptimizerSpec& spec : args.optimizers)
-    if (spec.name == "kv_quant") return optim::kv_quant_int4_keys(spec);
-  return kv::Int4Keys::kPerToken;
-}
-
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {
   const ModelConfig& mc = model.config;
   cpu::CpuRunnerOptions options;
   options.block_size = args.block_size;
   // bf16 by default, as on the GPU: half the bytes of f32 for the same quality (perplexity).
   options.kv_precision = kv::kv_precision_for(args.kv_cache_dtype, kv::KvPrecision::kBF16);
-  options.kv_finest = kv_quant_precision(args);
-  options.kv_int4_keys = kv_quant_int4_keys(args);
+  const optim::KvLayoutRequest layout_request = optim::kv_layout_request(args.optimizers);
+  options.kv_finest = layout_request.finest;
+  options.kv_int4_keys = layout_request.int4_keys;
   const kv::KvLayout layout = cpu::CpuModelRunner::plan_layout(mc, options);
   options.num_threads = static_cast<int>(args.num_threads);
   options.activations = args.cpu_activations;
@@ -136,8 +123,9 @@ std::unique_ptr<ModelRunner> make_cuda_runner(const EngineArgs& args, const Load
   options.max_model_len = args.max_model_len;
   options.num_kv_blocks = args.num_kv_blocks;  // slots (whole pages for a dynamic cache)
   options.kv_cache_dtype = kv::kv_precision_for(args.kv_cache_dtype, kv::KvPrecision::kBF16);
-  options.kv_finest_precision = kv_quant_precision(args);
-  options.kv_int4_keys = kv_quant_int4_keys(args);
+  const optim::KvLayoutRequest layout_request = optim::kv_layout_request(args.optimizers);
+  options.kv_finest_precision = layout_request.finest;
+  options.kv_int4_keys = layout_request.int4_keys;
   options.quantization = args.quantization;
   options.host_tier = plan_host_tier(args, model.config.num_layers, cuda::CudaModelRunner::plan_layout(model.config, options));
   if (args.tensor_parallel_size > 1) {

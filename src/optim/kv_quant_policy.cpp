@@ -68,21 +68,22 @@ KvQuantOptions KvQuantOptions::read(OptionReader& r, PriorityOrder order) {
   return o;
 }
 
-std::optional<kv::KvPrecision> kv_quant_layout_precision(const OptimizerSpec& spec) {
-  if (spec.name != "kv_quant") return std::nullopt;
-  auto it = spec.options.find("bits");
-  if (it == spec.options.end()) return kv::KvPrecision::kInt8;
-  if (auto* i = std::get_if<int64_t>(&it->second)) return bits_precision(std::to_string(*i));
-  if (auto* s = std::get_if<std::string>(&it->second)) return bits_precision(*s);
-  fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.bits must be 8, 4 or \"fp8\"");
-}
-
-kv::Int4Keys kv_quant_int4_keys(const OptimizerSpec& spec) {
-  if (spec.name != "kv_quant") return kv::Int4Keys::kPerToken;
-  auto it = spec.options.find("int4_keys");
-  if (it == spec.options.end()) return kv::Int4Keys::kPerToken;
-  if (auto* text = std::get_if<std::string>(&it->second)) return int4_keys_of(*text);
-  fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.int4_keys must be \"token\" or \"channel\"");
+KvLayoutRequest kv_layout_request(std::span<const OptimizerSpec> specs) {
+  KvLayoutRequest out;
+  for (const OptimizerSpec& spec : specs) {
+    if (spec.name != "kv_quant") continue;
+    out.finest = kv::KvPrecision::kInt8;
+    if (auto it = spec.options.find("bits"); it != spec.options.end()) {
+      if (auto* i = std::get_if<int64_t>(&it->second)) out.finest = bits_precision(std::to_string(*i));
+      else if (auto* s = std::get_if<std::string>(&it->second)) out.finest = bits_precision(*s);
+      else fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.bits must be 8, 4 or \"fp8\"");
+    }
+    if (auto it = spec.options.find("int4_keys"); it != spec.options.end()) {
+      if (auto* text = std::get_if<std::string>(&it->second)) out.int4_keys = int4_keys_of(*text);
+      else fail(ErrorCode::kInvalidArgument, "optimizers.kv_quant.int4_keys must be \"token\" or \"channel\"");
+    }
+  }
+  return out;
 }
 
 void KvQuantPolicy::observe(const SchedulerView& view) {

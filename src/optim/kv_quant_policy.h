@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "config/optimizer_options.h"
 #include "core/priority_order.h"
@@ -64,11 +65,15 @@ struct KvQuantOptions {
   static KvQuantOptions read(OptionReader& reader, PriorityOrder order);
 };
 
-// The precision the cache must be laid out for when `spec` configures kv_quant (enabled or
-// not), so it can be turned on at run time; nullopt for other optimizers.
-std::optional<kv::KvPrecision> kv_quant_layout_precision(const OptimizerSpec& spec);
-// How that layout's int4 blocks scale their keys (per token for other optimizers).
-kv::Int4Keys kv_quant_int4_keys(const OptimizerSpec& spec);
+// What the configured optimizers need of the KV cache's layout at start: when kv_quant is
+// configured (enabled or not, so it can be turned on at run time), the finest precision it
+// may requantize to and how int4 blocks scale their keys. Every backend and the simulator
+// lay their cache out from this.
+struct KvLayoutRequest {
+  std::optional<kv::KvPrecision> finest;  // nullopt: a cache of one precision
+  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken;
+};
+KvLayoutRequest kv_layout_request(std::span<const OptimizerSpec> specs);
 
 class KvQuantPolicy final : public KvPolicy {
  public:
