@@ -115,20 +115,6 @@ std::vector<SettingInfo> build_table() {
 
 }  // namespace
 
-std::string_view SettingInfo::type_name() const {
-  switch (kind) {
-    case SettingKind::kString: return "string";
-    case SettingKind::kInt: return "int";
-    case SettingKind::kDouble: return "float";
-    case SettingKind::kBool: return "bool";
-    case SettingKind::kBytes: return "size";
-    case SettingKind::kSeed: return "seed";
-    case SettingKind::kChoice: return "choice";
-    case SettingKind::kOptimizerAlias: return "optimizer";
-  }
-  return "string";
-}
-
 const std::vector<SettingInfo>& engine_settings() {
   static const std::vector<SettingInfo> table = build_table();
   return table;

@@ -34,8 +34,6 @@ struct SettingInfo {
 
   // The flag without its dashes: how validation names the setting.
   std::string_view name() const { return flag.substr(2); }
-  // "string", "int", "float", "bool", "size", "seed", "choice", "optimizer".
-  std::string_view type_name() const;
 };
 
 // Every setting, in the order of engine_settings.def.
