@@ -389,7 +389,8 @@ int main(int argc, char** argv) {
     std::vector<kv::KvPrecision> kv_precisions;
     for (size_t at = 0; at < kv_precision_list.size();) {
       const size_t comma = std::min(kv_precision_list.find(',', at), kv_precision_list.size());
-      kv_precisions.push_back(kv::kv_precision_for(parse_choice<KvCacheDtype>(kv_precision_list.substr(at, comma - at), "--kv"), kv::KvPrecision::kBF16));
+      const KvCacheDtype dtype = parse_choice<KvCacheDtype>(kv_precision_list.substr(at, comma - at), "--kv-precisions");
+      kv_precisions.push_back(kv::kv_precision_for(dtype, kv::KvPrecision::kBF16));
       at = comma + 1;
     }
     cudaStream_t s;

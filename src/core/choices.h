@@ -46,7 +46,7 @@ std::string choice_list() {
   return out;
 }
 
-// The value named `text`; Error(kInvalidArgument) "<what> must be one of ..., got '<text>'".
+// The value named `text`; Error(kInvalidArgument) "<what> must be <every name>, got '<text>'".
 template <Choice T>
 T parse_choice(std::string_view text, std::string_view what) {
   for (const ChoiceName<T>& c : Choices<T>::names)

@@ -1,6 +1,6 @@
 // The engine's side of a Controller: the metrics it reads (the scheduler's figures and
-// priority classes, and the engine's window), the knobs it may move and how its changes apply, between
-// steps and never past what the runner allocated.
+// priority classes, and the engine's window), the knobs it may move and how its changes
+// apply, between steps and never past what the runner allocated.
 #include <algorithm>
 
 #include "core/logging.h"

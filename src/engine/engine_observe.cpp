@@ -82,7 +82,7 @@ void Engine::record_requantize(const sched::StepPlan& plan) {
   d.with("num_blocks", static_cast<int64_t>(plan.requantize.size()))
       .with("to", std::string(kv::kv_precision_name(
                       scheduler_->policy_knobs().kv_quant_precision.value_or(layout.finest.value_or(layout.full)))))
-      .with("kv_usage", scheduler_->metrics().kv_usage);
+      .with("kv_usage", scheduler_->kv().pool().usage());
   // The KV policy's own figures on the cache it leaves (kv_quant: the blocks it holds back and
   // the perplexity change its mix of precisions is estimated to cost).
   for (const optim::PolicyCounter& c : scheduler_->policies().kv->counters())

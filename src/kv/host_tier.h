@@ -62,7 +62,6 @@ class HostTier {
   int64_t num_cached_prefix_blocks() const { return prefix_ ? prefix_->num_cached_blocks() : 0; }
   void reset_prefix_cache();
 
-
  private:
   HostTierSlots slots_;
   std::optional<BlockPool> swap_;
