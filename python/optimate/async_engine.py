@@ -17,7 +17,7 @@ import weakref
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Union
 
 from optimate import _core
-from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_list, _optimizer_spec, _priority,
+from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_list, _optimizer_spec, _metadata,
                              _prompt, _resolve_params, engine_args_and_optimizers)
 from optimate.engine_args import EngineArgs
 from optimate.errors import error_from
@@ -60,7 +60,7 @@ class AsyncLLMEngine:
                        priority: Optional[int] = None) -> AsyncIterator[RequestOutput]:
         """Yields the request's RequestOutput after each step it progressed in (per
         ``sampling_params.output_kind``), the last one with ``finished=True``."""
-        level = _priority(metadata, priority)
+        fields = _metadata(metadata, priority)
         text, ids = _prompt(self._core_handle, prompt)
         params = _resolve_params(sampling_params, len(ids), self.max_model_len)
         if request_id in self._live:
@@ -76,7 +76,7 @@ class AsyncLLMEngine:
 
         tracker = OutputTracker()
         tracker.add(request_id, text, ids, params)
-        self._engine.submit(request_id, ids, params, level, deliver,
+        self._engine.submit(request_id, ids, params, fields, deliver,
                             lambda message, code: deliver(error_from(message, code)))
         self._live.add(request_id)
         finished = False

@@ -60,22 +60,20 @@ def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
     return core, {name: (dict(options), enabled) for name, options, enabled in specs}
 
 
-def _priority(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) -> int:
-    """The caller's priority, in the convention of the engine argument ``priority_order`` (by
-    default higher-first, the seed's rule; the extension converts it to the engine's order)."""
-    if metadata:
-        unknown = set(metadata) - {"priority"}
-        if unknown:
-            raise ValueError(f"metadata has unknown keys {sorted(unknown)} (known: priority)")
-        if "priority" in metadata:
-            if priority is not None and priority != metadata["priority"]:
-                raise ValueError("priority and metadata['priority'] disagree")
-            priority = metadata["priority"]
-    if priority is None:
-        return 0
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise ValueError(f"priority must be an int, got {type(priority).__name__}")
-    return priority
+def _metadata(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) -> dict[str, Any]:
+    """What the caller tells the scheduler, ``priority=p`` folded in: the priority in the
+    convention of the engine argument ``priority_order`` (by default higher-first, the seed's
+    rule). The extension converts it to the engine's order and checks every other key against
+    its RequestMetadata (unknown keys and wrong types are a ValueError)."""
+    out = dict(metadata or {})
+    if priority is not None:
+        if "priority" in out and out["priority"] != priority:
+            raise ValueError("priority and metadata['priority'] disagree")
+        out["priority"] = priority
+    level = out.get("priority")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+        raise ValueError(f"priority must be an int, got {type(level).__name__}")
+    return out
 
 
 def _prompt(core, prompt: PromptType) -> tuple[Optional[str], list[int]]:
@@ -170,10 +168,10 @@ class LLMEngine:
             raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._tracker:
             raise ValueError(f"request id '{request_id}' is already in use")
-        level = _priority(metadata, priority)
+        fields = _metadata(metadata, priority)
         text, ids = _prompt(self._core, prompt)
         params = _resolve_params(params, len(ids), self._core.max_model_len)
-        self._core.add_request(request_id, ids, params, level)
+        self._core.add_request(request_id, ids, params, fields)
         self._tracker.add(request_id, text, ids, params, arrival_time)
 
     def step(self) -> list[RequestOutput]:

@@ -18,7 +18,7 @@ AsyncHandle::~AsyncHandle() {
 }
 
 void AsyncHandle::submit(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
-                         const SamplingParams& params, int64_t priority, nb::object on_output,
+                         const SamplingParams& params, const RequestMetadata& metadata, nb::object on_output,
                          nb::object on_error) {
   auto output_cb = std::make_shared<PyRef>(std::move(on_output));
   auto error_cb = std::make_shared<PyRef>(std::move(on_error));
@@ -41,7 +41,7 @@ void AsyncHandle::submit(const std::string& request_id, const std::vector<int32_
       e.discard_as_unraisable("optimate: delivering an error to asyncio");
     }
   };
-  engine_->submit(request_id, prompt_ids, params, request_metadata(priority_order_, priority), std::move(listener));
+  engine_->submit(request_id, prompt_ids, params, metadata, std::move(listener));
 }
 
 void AsyncHandle::abort(const std::string& request_id) { engine_->abort(request_id); }

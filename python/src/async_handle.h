@@ -22,8 +22,10 @@ class AsyncHandle {
   // on_output(RequestOutput) for each output, on_error(message, code) if the request fails
   // after submission; both run on the engine thread and must be quick.
   void submit(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
-              const SamplingParams& params, int64_t priority, nb::object on_output, nb::object on_error);
+              const SamplingParams& params, const RequestMetadata& metadata, nb::object on_output,
+              nb::object on_error);
   void abort(const std::string& request_id);
+  PriorityOrder priority_order() const { return priority_order_; }
   void set_optimizer(const OptimizerSpec& spec);
   std::vector<OptimizerCounters> optimizer_counters();
   EngineStats stats() const { return engine_->stats(); }

@@ -85,12 +85,6 @@ EngineHandle::EngineHandle(const OptionMap& settings, const std::vector<Optimize
   priority_order_ = engine_->config().priority_order;
 }
 
-sched::RequestMetadata request_metadata(PriorityOrder order, int64_t client_priority) {
-  sched::RequestMetadata metadata;
-  metadata.priority = to_engine_priority(order, ClientPriority{client_priority});
-  return metadata;
-}
-
 Engine& EngineHandle::engine() {
   if (!engine_) fail(ErrorCode::kInvalidArgument, "this engine was handed to an AsyncLLMEngine");
   return *engine_;
@@ -121,8 +115,8 @@ std::pair<std::string, std::vector<int32_t>> EngineHandle::chat_prompt(
 }
 
 void EngineHandle::add_request(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
-                               const SamplingParams& params, int64_t priority) {
-  engine().add_request(request_id, prompt_ids, params, request_metadata(priority_order_, priority));
+                               const SamplingParams& params, const RequestMetadata& metadata) {
+  engine().add_request(request_id, prompt_ids, params, metadata);
 }
 
 std::vector<sched::RequestOutput> EngineHandle::step() {

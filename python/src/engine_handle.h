@@ -40,9 +40,9 @@ class EngineHandle {
   std::pair<std::string, std::vector<int32_t>> chat_prompt(
       const std::vector<std::pair<std::string, std::string>>& messages, bool add_generation_prompt) const;
 
-  // `priority` as the caller's clients send it (the engine's priority_order).
+  // `metadata` as request_metadata_from made it (the priority in the engine's order).
   void add_request(const std::string& request_id, const std::vector<int32_t>& prompt_ids,
-                   const SamplingParams& params, int64_t priority);
+                   const SamplingParams& params, const RequestMetadata& metadata);
   std::vector<sched::RequestOutput> step();
   bool abort(const std::string& request_id);
   bool has_unfinished() const;
@@ -75,10 +75,6 @@ class EngineHandle {
   std::string description_;
   PriorityOrder priority_order_ = PriorityOrder::kHigherFirst;
 };
-
-// What the Python caller gave, as the engine schedules it: the priority it passed, in its
-// clients' convention (`order`), in the engine's. The Python package's one conversion.
-sched::RequestMetadata request_metadata(PriorityOrder order, int64_t client_priority);
 
 // SamplingParams from the Python SamplingParams (attributes of the same names); validated.
 SamplingParams sampling_params_from(nb::handle params);

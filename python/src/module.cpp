@@ -118,9 +118,10 @@ void bind_engine(nb::module_& m) {
       .def("encode", &EngineHandle::encode, "text"_a)
       .def("chat_prompt", &EngineHandle::chat_prompt, "messages"_a, "add_generation_prompt"_a = true)
       .def("add_request", [](EngineHandle& e, const std::string& id, const std::vector<int32_t>& prompt_ids,
-                             nb::handle params, int64_t priority) {
-        e.add_request(id, prompt_ids, sampling_params_from(params), priority);
-      }, "request_id"_a, "prompt_token_ids"_a, "params"_a, "priority"_a = 0)
+                             nb::handle params, nb::handle metadata) {
+        e.add_request(id, prompt_ids, sampling_params_from(params), request_metadata_from(metadata, e.priority_order()));
+      }, "request_id"_a, "prompt_token_ids"_a, "params"_a, "metadata"_a = nb::none(),
+      "metadata: {\"priority\": p, ...} in the clients' convention (RequestMetadata's fields), or None")
       .def("step", &EngineHandle::step, "Runs one step with the GIL released.")
       .def("abort", &EngineHandle::abort, "request_id"_a)
       .def("has_unfinished", &EngineHandle::has_unfinished)
@@ -143,9 +144,10 @@ void bind_engine(nb::module_& m) {
   nb::class_<AsyncHandle>(m, "AsyncEngine")
       .def(nb::init<EngineHandle&>(), "engine"_a)
       .def("submit", [](AsyncHandle& a, const std::string& id, const std::vector<int32_t>& prompt_ids,
-                        nb::handle params, int64_t priority, nb::object on_output, nb::object on_error) {
-        a.submit(id, prompt_ids, sampling_params_from(params), priority, std::move(on_output), std::move(on_error));
-      }, "request_id"_a, "prompt_token_ids"_a, "params"_a, "priority"_a, "on_output"_a, "on_error"_a)
+                        nb::handle params, nb::handle metadata, nb::object on_output, nb::object on_error) {
+        a.submit(id, prompt_ids, sampling_params_from(params), request_metadata_from(metadata, a.priority_order()),
+                 std::move(on_output), std::move(on_error));
+      }, "request_id"_a, "prompt_token_ids"_a, "params"_a, "metadata"_a, "on_output"_a, "on_error"_a)
       .def("abort", &AsyncHandle::abort, "request_id"_a)
       .def("set_optimizer", [](AsyncHandle& a, const std::string& name, const OptionMap& options, bool enabled) {
         a.set_optimizer(optimizer_spec(name, options, enabled));

@@ -45,6 +45,38 @@ void OwnedSchedulerView::point_spans() {
   running = running_items;
 }
 
+RequestMetadata request_metadata_from(nb::handle mapping, PriorityOrder order) {
+  RequestMetadata metadata;
+  if (mapping.is_none()) return metadata;
+  if (!nb::isinstance<nb::dict>(mapping))
+    fail(ErrorCode::kInvalidArgument, "metadata must be a dict, got {}", nb::type_name(mapping.type()).c_str());
+  nb::object record = nb::cast(&metadata, nb::rv_policy::reference);
+  for (auto [key, value] : nb::borrow<nb::dict>(mapping)) {
+    const std::string name = nb::cast<std::string>(nb::str(key));
+    if (name == "priority") {  // the client's convention: converted here, once
+      if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value))
+        fail(ErrorCode::kInvalidArgument, "metadata['priority'] must be an int, got {}",
+             nb::type_name(value.type()).c_str());
+      metadata.priority = to_engine_priority(order, ClientPriority{nb::cast<int64_t>(value)});
+      continue;
+    }
+    // Every other field a client may send is RequestMetadata's binding: its name and its type.
+    if (name.starts_with("_") || !nb::hasattr(record, name.c_str())) {
+      std::string known = "priority";
+      for (nb::handle attr : nb::module_::import_("builtins").attr("dir")(record.type()))
+        if (const std::string a = nb::cast<std::string>(attr); !a.starts_with("_") && a != "priority") known += ", " + a;
+      fail(ErrorCode::kInvalidArgument, "metadata has an unknown key '{}' (known: {})", name, known);
+    }
+    try {
+      nb::setattr(record, name.c_str(), value);
+    } catch (const nb::python_error&) {
+      fail(ErrorCode::kInvalidArgument, "metadata['{}'] has the wrong type ({})", name,
+           nb::type_name(value.type()).c_str());
+    }
+  }
+  return metadata;
+}
+
 namespace {
 
 // The order of a request row's fields after the id (SchedulerView.set_queues).
@@ -67,7 +99,7 @@ std::vector<RequestRow> parse_rows(nb::handle rows, const char* queue) {
     RequestRow row;
     try {
       row.request_id = nb::cast<std::string>(t[0]);
-      int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.priority.value,
+      int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.metadata.priority.value,
                          &row.fields.arrival_ns,       &row.fields.num_prompt_tokens, &row.fields.num_output_tokens,
                          &row.fields.num_computed_tokens, &row.fields.max_tokens,   &row.fields.num_blocks,
                          &row.fields.num_full_blocks,  &row.fields.num_preemptions, &row.fields.num_kv_bytes,
@@ -87,17 +119,26 @@ std::vector<RequestRow> parse_rows(nb::handle rows, const char* queue) {
 std::string request_repr(const optim::RequestView& r) {
   return fmt::format("RequestView(request_id='{}', seq_index={}, priority={}, num_prompt_tokens={}, "
                      "num_output_tokens={}, num_computed_tokens={}, num_blocks={})",
-                     r.request_id, r.seq_index, r.priority.value, r.num_prompt_tokens, r.num_output_tokens,
+                     r.request_id, r.seq_index, r.metadata.priority.value, r.num_prompt_tokens, r.num_output_tokens,
                      r.num_computed_tokens, r.num_blocks);
 }
 
 void bind_requests(nb::module_& m) {
+  // The fields a client may send beyond its priority (which a front end converts), so a new
+  // field of core/request_metadata.h is bound here once and the Python front end passes it on.
+  nb::class_<RequestMetadata>(m, "RequestMetadata",
+                              "What a client tells the scheduler about a request (core/request_metadata.h).")
+      .def(nb::init<>())
+      .def_rw("priority", &RequestMetadata::priority, "in the engine's order: larger is more important");
   using R = optim::RequestView;
   nb::class_<R>(m, "RequestView", "A sequence as a policy sees it (optim::RequestView).")
       .def_rw("seq_id", &R::seq_id, "the scheduler's id of this sequence (unique, never reused)")
       .def_prop_ro("request_id", [](const R& r) { return std::string(r.request_id); })
       .def_rw("seq_index", &R::seq_index, "which of the request's n samples")
-      .def_rw("priority", &R::priority, "in the engine's order: larger is more important")
+      .def_rw("metadata", &R::metadata, "what the client sent (RequestMetadata)")
+      .def_prop_rw(
+          "priority", [](const R& r) { return r.metadata.priority; },
+          [](R& r, EnginePriority p) { r.metadata.priority = p; }, "in the engine's order: larger is more important")
       .def_rw("arrival_ns", &R::arrival_ns, "engine clock")
       .def_rw("num_prompt_tokens", &R::num_prompt_tokens)
       .def_rw("num_output_tokens", &R::num_output_tokens)

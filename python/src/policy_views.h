@@ -72,6 +72,11 @@ class OwnedSchedulerView : public optim::SchedulerView {
   std::deque<std::string> ids_;  // a deque: appending never moves the ids views point into
 };
 
+// A front end's metadata mapping ({"priority": p, ...}, or None) as the engine's record: the
+// priority converted from the clients' `order`, every other key set through RequestMetadata's
+// binding. Error(kInvalidArgument) names an unknown key or a value of the wrong type.
+RequestMetadata request_metadata_from(nb::handle mapping, PriorityOrder order);
+
 // RequestView, KvView, KvQuota, PolicyKnobs, SchedulerView, ClassMetrics, WindowMetrics,
 // MetricsView, KvPrecision and BatchDecision.
 void bind_policy_views(nb::module_& m);

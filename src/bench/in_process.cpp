@@ -101,7 +101,7 @@ RunResult run_in_process(BuiltEngine& target, const Workload& workload, const Pr
     params.max_tokens = br.max_tokens;
     params.temperature = 0.0f;  // greedy: the same tokens in every configuration
     params.ignore_eos = workload.spec.ignore_eos;
-    sched::RequestMetadata meta;
+    RequestMetadata meta;
     // The workload's priorities are a client's: converted here, as a server converts them.
     meta.priority = to_engine_priority(engine.config().priority_order, ClientPriority{br.priority});
     meta.arrival_ns = t0_ns + std::llround(arrival_s * 1e9);

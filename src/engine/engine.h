@@ -39,7 +39,6 @@ namespace optimate {
 
 using EngineArgs = EngineConfig;
 using sched::FinishReason;
-using sched::RequestMetadata;
 using sched::RequestOutput;
 
 struct OptimizerCounters {

@@ -57,15 +57,15 @@ void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns)
     DecisionRecord d;
     d.event = "admission";
     d.optimizer = std::string(scheduler_->policies().queue->name());
-    d.reason = r->priority > first->priority ? "higher priority than the earliest waiting request"
-               : r->priority < first->priority
+    d.reason = r->metadata.priority > first->metadata.priority ? "higher priority than the earliest waiting request"
+               : r->metadata.priority < first->metadata.priority
                    ? "lower priority admitted first: the earlier request's class is held back (starvation bound or KV quota)"
                    : "same priority: the earlier request does not fit yet (KV blocks, token budget) or a KV quota holds it";
     d.with("request_id", r->request_id)
-        .with("priority", client(r->priority))
+        .with("priority", client(r->metadata.priority))
         .with("waited_ms", static_cast<double>(schedule_ns - r->arrival_ns) * 1e-6)
         .with("ahead_of", first->request_id)
-        .with("ahead_of_priority", client(first->priority))
+        .with("ahead_of_priority", client(first->metadata.priority))
         .with("ahead_of_waited_ms", static_cast<double>(schedule_ns - first->arrival_ns) * 1e-6)
         .with("num_waiting_earlier", num_earlier)
         .with("preempted_before", r->num_preemptions);

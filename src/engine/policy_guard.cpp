@@ -103,7 +103,7 @@ void add_request_fields(DecisionRecord& r, const RequestView& v, int64_t now_ns,
                         PriorityOrder priority_order) {
   const std::string p(prefix);
   r.with(p + "request_id", std::string(v.request_id))
-      .with(p + "priority", to_client_priority(priority_order, v.priority).value)
+      .with(p + "priority", to_client_priority(priority_order, v.metadata.priority).value)
       .with(p + "waited_ms", static_cast<double>(now_ns - v.arrival_ns) * 1e-6);
 }
 

@@ -102,7 +102,7 @@ void KvQuantPolicy::observe(const SchedulerView& view) {
 }
 
 bool KvQuantPolicy::eligible(const RequestView& r) const {
-  return !(options_.priority_aware && r.priority >= options_.full_precision_min_priority);
+  return !(options_.priority_aware && r.metadata.priority >= options_.full_precision_min_priority);
 }
 
 bool KvQuantPolicy::room_serves_priority(const SchedulerView& view) const {
@@ -169,7 +169,7 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize_orders(const SchedulerVie
     if (eligible(r) && r.num_full_blocks > 0) candidates.push_back(&r);
   // Least important first; among equals the newest (most of its run still ahead).
   std::sort(candidates.begin(), candidates.end(), [](const RequestView* a, const RequestView* b) {
-    if (a->priority != b->priority) return a->priority < b->priority;
+    if (a->metadata.priority != b->metadata.priority) return a->metadata.priority < b->metadata.priority;
     return a->arrival_ns > b->arrival_ns;
   });
   int64_t left = options_.max_blocks_per_step;
@@ -186,7 +186,7 @@ std::vector<RequantizeOrder> KvQuantPolicy::requantize_orders(const SchedulerVie
     left -= n;
     requantize_orders_ += n;
     spdlog::debug("kv_quant: requantize up to {} blocks of '{}' (priority {}) to {}: KV cache {:.1f}% used",
-                  n, r->request_id, r->priority.value, kv::kv_precision_name(precision),
+                  n, r->request_id, r->metadata.priority.value, kv::kv_precision_name(precision),
                   100 * view.kv.usage());
   }
   return orders;

@@ -19,7 +19,7 @@ int64_t blocks_to_admit(const SchedulerView& view, const RequestView& r) {
 std::map<EnginePriority, int64_t> long_blocks_by_class(const SchedulerView& view) {
   std::map<EnginePriority, int64_t> out;
   for (const RequestView& r : view.running)
-    if (is_long_generation(view.knobs.kv_quota, r)) out[r.priority] += r.num_blocks;
+    if (is_long_generation(view.knobs.kv_quota, r)) out[r.metadata.priority] += r.num_blocks;
   return out;
 }
 
@@ -37,12 +37,12 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
     const int64_t need = blocks_to_admit(view, r);
     QuotaHold hold = QuotaHold::kNone;
     const bool is_long = quota.long_max_share < 1.0 && is_long_generation(quota, r);
-    if (quota.reserve_blocks > 0 && r.priority < quota.reserve_min_priority &&
+    if (quota.reserve_blocks > 0 && r.metadata.priority < quota.reserve_min_priority &&
         free_blocks - need < quota.reserve_blocks) {
       hold = QuotaHold::kReserve;
     } else if (is_long) {
       // A class holding nothing may always start one: the share limits, never starves.
-      const int64_t held_now = long_blocks[r.priority];
+      const int64_t held_now = long_blocks[r.metadata.priority];
       if (held_now > 0 && static_cast<double>(held_now + need) > share_blocks) hold = QuotaHold::kLongShare;
     }
     if (hold != QuotaHold::kNone) {
@@ -51,7 +51,7 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
     }
     kept.push_back(idx);
     free_blocks -= need;
-    if (is_long) long_blocks[r.priority] += need;
+    if (is_long) long_blocks[r.metadata.priority] += need;
   }
   return kept;
 }
@@ -66,7 +66,7 @@ std::optional<int64_t> over_share_victim(const SchedulerView& view,
   for (int64_t i : candidates) {
     const RequestView& r = view.running[static_cast<size_t>(i)];
     if (!is_long_generation(quota, r)) continue;
-    auto it = long_blocks.find(r.priority);
+    auto it = long_blocks.find(r.metadata.priority);
     if (it == long_blocks.end() || static_cast<double>(it->second) <= share_blocks) continue;
     if (!best || r.num_blocks > view.running[static_cast<size_t>(*best)].num_blocks) best = i;
   }

@@ -17,7 +17,7 @@ bool recently_admitted(const PriorityOptions& o, const RequestView& r, int64_t n
 // Victim order: lowest level, then newest arrival (it has the least work to redo), then the
 // later sequence of a request.
 bool better_victim(const PriorityOptions& o, const RequestView& a, const RequestView& b) {
-  const int64_t la = o.level_of(a.priority), lb = o.level_of(b.priority);
+  const int64_t la = o.level_of(a.metadata.priority), lb = o.level_of(b.metadata.priority);
   if (la != lb) return la < lb;
   if (a.arrival_ns != b.arrival_ns) return a.arrival_ns > b.arrival_ns;
   return a.seq_id > b.seq_id;
@@ -33,7 +33,7 @@ PriorityQueuePolicy::PriorityQueuePolicy(PriorityOptions options)
       oldest_wait_ms_by_level_(static_cast<size_t>(options_.levels), 0.0) {}
 
 double PriorityQueuePolicy::aged_priority(const RequestView& r, int64_t now_ns) const {
-  const double value = static_cast<double>(r.priority.value);
+  const double value = static_cast<double>(r.metadata.priority.value);
   if (options_.aging_ms <= 0) return value;
   const double waited_ms = static_cast<double>(std::max<int64_t>(0, now_ns - r.arrival_ns)) * 1e-6;
   return value + waited_ms / options_.aging_ms;
@@ -42,7 +42,7 @@ double PriorityQueuePolicy::aged_priority(const RequestView& r, int64_t now_ns) 
 // Any waiting request past its deadline, preempted ones too: a request evicted after its
 // first admission would otherwise be the one that starves.
 bool PriorityQueuePolicy::overdue(const RequestView& r, int64_t now_ns) const {
-  return now_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority));
+  return now_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.metadata.priority));
 }
 
 void PriorityQueuePolicy::observe_admissions(const SchedulerView& view) {
@@ -77,7 +77,7 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
   std::unordered_set<int64_t> still_overdue;
   for (size_t i = 0; i < n; ++i) {
     const RequestView& r = view.waiting[i];
-    const int64_t level = options_.level_of(r.priority);
+    const int64_t level = options_.level_of(r.metadata.priority);
     keys[i] = {level, overdue(r, now), r.arrival_ns + options_.max_wait_ns(level), aged_priority(r, now)};
     ++waiting_by_level_[level];
     oldest_wait_ms_by_level_[level] =
@@ -145,15 +145,15 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
   OPTIMATE_CHECK(waiting_index >= 0 && waiting_index < static_cast<int64_t>(view.waiting.size()),
                  "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
   const RequestView& w = view.waiting[waiting_index];
-  const int64_t level = options_.level_of(w.priority);
+  const int64_t level = options_.level_of(w.metadata.priority);
   // Candidates: strictly less important, not just (re)admitted, and not admitted past their
   // deadline (the starvation bound would mean nothing if they could be evicted again).
   std::vector<int64_t> candidates;
   bool refused = false;
   for (size_t i = 0; i < view.running.size(); ++i) {
     const RequestView& r = view.running[i];
-    if (options_.level_of(r.priority) >= level) continue;
-    if (r.admitted_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.priority))) continue;
+    if (options_.level_of(r.metadata.priority) >= level) continue;
+    if (r.admitted_ns - r.arrival_ns >= options_.max_wait_ns(options_.level_of(r.metadata.priority))) continue;
     if (recently_admitted(options_, r, view.now_ns)) {
       refused = true;
       continue;
@@ -180,7 +180,7 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
   const RequestView& v = view.running[victim];
   (blocked_on == BlockedOn::kKvBlocks ? preempted_for_kv_ : preempted_for_slots_)++;
   spdlog::debug("priority: preempting '{}' ({}) for '{}' ({}): {}", v.request_id,
-                options_.level_name(options_.level_of(v.priority)), w.request_id,
+                options_.level_name(options_.level_of(v.metadata.priority)), w.request_id,
                 options_.level_name(level),
                 blocked_on == BlockedOn::kKvBlocks ? "KV blocks exhausted" : "max_num_seqs reached");
   return victim;
@@ -224,7 +224,7 @@ PreemptDecision PriorityVictimPolicy::choose_victim(const SchedulerView& view,
   const int64_t victim = best ? *best : *best_protected;
   const RequestView& v = view.running[victim];
   spdlog::debug("priority: KV pool exhausted, preempting '{}' ({})", v.request_id,
-                options_.level_name(options_.level_of(v.priority)));
+                options_.level_name(options_.level_of(v.metadata.priority)));
   return {victim};
 }
 

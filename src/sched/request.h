@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/priority_order.h"
+#include "core/request_metadata.h"
 #include "core/sampling_params.h"
 #include "sched/request_output.h"
 
@@ -23,11 +24,6 @@ using SeqId = int64_t;
 // it. A step that carries one takes the token from the device (ModelRunner::launch_sample).
 inline constexpr int32_t kPendingToken = std::numeric_limits<int32_t>::min();
 
-struct RequestMetadata {
-  EnginePriority priority;  // the front end converted the client's value (core/priority_order.h)
-  std::optional<int64_t> arrival_ns;    // default: the scheduler clock at add_request
-};
-
 enum class RequestStatus { kWaiting, kRunning, kFinished };
 
 struct Request {
@@ -35,8 +31,8 @@ struct Request {
   std::string request_id;
   int64_t seq_index = 0;  // which of the request's n samples
   std::shared_ptr<const SamplingParams> params;
-  EnginePriority priority;
-  int64_t arrival_ns = 0;
+  RequestMetadata metadata;  // as the front end sent it
+  int64_t arrival_ns = 0;    // metadata.arrival_ns, or when the scheduler took the request
   uint64_t seed = 0;      // sampling seed of this sequence (request seed + index)
 
   std::vector<int32_t> token_ids;  // prompt, then generated tokens (the last may be kPendingToken)

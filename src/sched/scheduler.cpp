@@ -49,7 +49,7 @@ void Scheduler::add_request(const std::string& request_id, std::vector<int32_t> 
     r->request_id = request_id;
     r->seq_index = i;
     r->params = params;
-    r->priority = metadata.priority;
+    r->metadata = metadata;
     r->arrival_ns = arrival_ns;
     r->seed = seed + static_cast<uint64_t>(i);
     r->token_ids = prompt_ids;
@@ -72,7 +72,7 @@ optim::RequestView Scheduler::view_of(const Request& r, bool scheduled) const {
   v.seq_id = r.seq_id;
   v.request_id = r.request_id;
   v.seq_index = r.seq_index;
-  v.priority = r.priority;
+  v.metadata = r.metadata;
   v.arrival_ns = r.arrival_ns;
   v.num_prompt_tokens = r.num_prompt_tokens;
   v.num_output_tokens = r.num_output_tokens();

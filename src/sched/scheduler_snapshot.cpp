@@ -23,7 +23,7 @@ optim::MetricsView Scheduler::metrics() const {
   std::map<EnginePriority, optim::ClassMetrics, std::greater<>> classes;
   for (SeqId seq : running_) {
     const Request& r = *requests_.at(seq);
-    optim::ClassMetrics& c = classes[r.priority];
+    optim::ClassMetrics& c = classes[r.metadata.priority];
     ++c.num_running;
     const auto blocks = static_cast<int64_t>(kv_.block_ids(seq).size());
     c.kv_blocks += blocks;
@@ -32,7 +32,7 @@ optim::MetricsView Scheduler::metrics() const {
   int64_t oldest_ns = m.now_ns;
   for (SeqId seq : waiting_) {
     const Request& r = *requests_.at(seq);
-    ++classes[r.priority].num_waiting;
+    ++classes[r.metadata.priority].num_waiting;
     oldest_ns = std::min(oldest_ns, r.arrival_ns);
   }
   m.oldest_waiting_ms = static_cast<double>(m.now_ns - oldest_ns) * 1e-6;
@@ -50,7 +50,7 @@ SchedulerSnapshot Scheduler::snapshot() const {
   out.num_waiting = num_waiting();
   for (SeqId seq : waiting_) {
     const Request& r = *requests_.at(seq);
-    ++out.num_waiting_by_priority[r.priority];
+    ++out.num_waiting_by_priority[r.metadata.priority];
     out.num_waiting_tokens += r.num_tokens();
   }
   out.kv_total_blocks = pool.num_blocks();

@@ -232,14 +232,12 @@ void EngineBackend::submit(BackendRequest request, OutputSink sink) {
   const int64_t n = request.params.n;
   RequestListener listener{[live](RequestOutput out) { live->on_output(std::move(out)); },
                            [live, n](const Error& e) { live->on_error(e, n); }};
-  RequestMetadata metadata;
-  metadata.priority = request.priority;
   const int64_t prompt_tokens = live->num_prompt_tokens * n;
   num_live_.fetch_add(1);
   unscheduled_tokens_.fetch_add(prompt_tokens);
   try {
     engine_->submit(request.request_id, std::move(request.prompt_token_ids), request.params,
-                    metadata, std::move(listener));
+                    request.metadata, std::move(listener));
   } catch (...) {
     num_live_.fetch_sub(1);
     unscheduled_tokens_.fetch_sub(prompt_tokens);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/priority_order.h"
+#include "core/request_metadata.h"
 #include "core/sampling_params.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
@@ -55,7 +56,7 @@ struct BackendRequest {
   std::string request_id;
   std::vector<int32_t> prompt_token_ids;
   SamplingParams params;  // max_tokens resolved
-  EnginePriority priority;
+  RequestMetadata metadata;  // the client's priority converted to the engine's order
   bool tokens_as_ids = false;  // logprob tokens written "token_id:ID" (return_tokens_as_token_ids)
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/priority_order.h"
+#include "core/request_metadata.h"
 #include "core/sampling_params.h"
 #include "server/json_fields.h"
 #include "server/tool_calls.h"
@@ -33,6 +34,9 @@ struct GenerationRequest {
   bool include_usage = false;
   bool continuous_usage_stats = false;
   ClientPriority priority;  // as sent: start_generation converts it (ModelInfo::priority_order)
+  // What else the client tells the scheduler (core/request_metadata.h); its priority is the
+  // field above, converted into it by start_generation.
+  RequestMetadata metadata;
   bool add_special_tokens = true;
   std::string request_id;  // vLLM's request_id: the response id is built from it when given
   // best_of >= n sequences are generated and the n with the highest cumulative logprob

@@ -143,7 +143,7 @@ void ServingApi::health_generate(const HttpRequest&, const std::shared_ptr<HttpE
   request.params.max_tokens = 1;
   request.params.temperature = 0.0f;
   request.params.ignore_eos = true;
-  request.priority = EnginePriority::highest();
+  request.metadata.priority = EnginePriority::highest();
   const std::string id = request.request_id;
   auto answered = std::make_shared<std::once_flag>();
   backend_.submit(std::move(request), [exchange, answered](std::vector<GenerationOutput> outputs) {

@@ -161,7 +161,8 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   check_queue(static_cast<int64_t>(prompts.size()));
 
   // The one place the server turns a client's priority into the engine's.
-  const EnginePriority priority = to_engine_priority(backend_.model().priority_order, r.priority);
+  RequestMetadata metadata = r.metadata;
+  metadata.priority = to_engine_priority(backend_.model().priority_order, r.priority);
   const char* prefix = settings.kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-";
   const std::string engine_id = random_request_id(prefix);
   // vLLM names the response after X-Request-Id, else the request's request_id; the engine keeps
@@ -179,7 +180,7 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   for (const auto& ids : prompts) settings.num_prompt_tokens.push_back(static_cast<int64_t>(ids.size()));
   if (r.return_token_ids) settings.prompt_token_ids = prompts;
   settings.max_tokens = params.front().max_tokens;
-  settings.priority = priority;
+  settings.priority = metadata.priority;
   settings.arrival_ns = admission.arrival_ns;
   settings.submit_ns = clock_.now_ns();
   auto stream = std::make_shared<GenerationStream>(exchange, meta, std::move(settings), &metrics_, clock_);
@@ -192,7 +193,7 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
       request.request_id = prompts.size() == 1 ? engine_id : fmt::format("{}-{}", engine_id, p);
       request.prompt_token_ids = std::move(prompts[p]);
       request.params = params[p];
-      request.priority = priority;
+      request.metadata = metadata;
       request.tokens_as_ids = r.return_tokens_as_token_ids;
       ids.push_back(request.request_id);
       const int64_t first_choice = static_cast<int64_t>(p) * params[p].n;

@@ -223,7 +223,7 @@ TEST(AdaptiveController, KvQuantFollowsTheControllersLevelAndItsOwnThresholdsWit
   low.num_blocks = low.num_full_blocks = 4;
   RequestView high = low;
   high.seq_id = 2;
-  high.priority = EnginePriority{1};
+  high.metadata.priority = EnginePriority{1};
   const std::vector<RequestView> running = {low, high};
   SchedulerView view;
   view.now_ns = 1;

@@ -25,7 +25,7 @@ KvQuantOptions options() {
 RequestView request(int64_t seq, int64_t priority, int64_t computed, int64_t num_full_blocks) {
   RequestView r;
   r.seq_id = seq;
-  r.priority = EnginePriority{priority};
+  r.metadata.priority = EnginePriority{priority};
   r.num_computed_tokens = computed;
   r.num_blocks = (computed + 15) / 16;
   r.num_full_blocks = num_full_blocks;

@@ -103,7 +103,7 @@ class SchedHarness {
   void add_request(const std::string& id, std::vector<int32_t> prompt,
                    std::shared_ptr<const SamplingParams> params, int64_t priority = 0,
                    std::optional<int64_t> arrival_ns = std::nullopt, uint64_t seed = 0) {
-    sched::RequestMetadata meta;
+    RequestMetadata meta;
     meta.priority = EnginePriority{priority};
     meta.arrival_ns = arrival_ns;
     const int64_t n = params->n;

@@ -62,6 +62,10 @@ def test_bad_requests(model):
         engine.add_request("ids", [1, 2, 10**9], SamplingParams(max_tokens=4))
     with pytest.raises(ValueError, match="metadata"):
         engine.add_request("m", "Hello", SamplingParams(), metadata={"priorty": 1})
+    with pytest.raises(ValueError, match="unknown key 'colour' \\(known: priority\\)"):
+        engine.add_request("m", "Hello", SamplingParams(), metadata={"priority": 1, "colour": "red"})
+    with pytest.raises(ValueError, match="priority must be an int"):
+        engine.add_request("m", "Hello", SamplingParams(), metadata={"priority": "high"})
     with pytest.raises(ValueError, match="prompt"):
         engine.add_request("p", 3.5, SamplingParams())
     # Nothing was lost: the first request still runs to its end.

@@ -125,10 +125,13 @@ def test_python_policies_see_the_cpp_views_fields(model):
     policy = SeesEveryField()
     engine = create_optimized_engine(small_args(model, max_num_seqs=1), optimizers=[policy])
     engine.add_request("a", "Hello there, how are you", PARAMS)
-    engine.add_request("b", "Hello", PARAMS)
+    engine.add_request("b", "Hello", PARAMS, metadata={"priority": 7})
     run_to_completion(engine)
     last = next(v for v in policy.views if len(v.running))  # "b" waits while "a" runs
     assert [r.request_id for r in last.running] == ["a"] and [r.request_id for r in last.waiting] == ["b"]
+    # The client's metadata reaches the policy whole (higher-first: the engine's order as sent).
+    assert last.waiting[0].metadata.priority == 7 and last.waiting[0].priority == 7
+    assert last.running[0].metadata.priority == 0
     running = last.running[0]
     assert running.num_blocks >= 1 and running.num_full_blocks <= running.num_blocks
     assert running.num_kv_bytes > 0  # the KV its computed tokens hold

@@ -120,7 +120,7 @@ class FakeBackend final : public GenerationBackend {
     r.sink = std::move(sink);
     r.held = holding_.load();
     r.produced.assign(static_cast<size_t>(r.request.params.n), 0);
-    last_priority_ = r.request.priority.value;
+    last_priority_ = r.request.metadata.priority.value;
     submitted_.push_back(r.request.prompt_token_ids);
     requests_.push_back(r.request);
   }

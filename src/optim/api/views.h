@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/priority_order.h"
+#include "core/request_metadata.h"
 #include "kv/kv_precision.h"
 
 namespace optimate::optim {
@@ -18,7 +19,7 @@ struct RequestView {
   int64_t seq_id = 0;          // the scheduler's id of this sequence (unique, never reused)
   std::string_view request_id;
   int64_t seq_index = 0;       // which of the request's n samples
-  EnginePriority priority;
+  RequestMetadata metadata;    // as the front end sent it: the priority, and what else it says
   int64_t arrival_ns = 0;
   int64_t num_prompt_tokens = 0;
   int64_t num_output_tokens = 0;
