@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/kv_cache_report.h"
@@ -9,8 +7,6 @@
 
 namespace optimate {
 namespace {
-
-constexpr int64_t kIdleRetryNs = 1'000'000;
 
 uint64_t mix_seed(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -83,9 +79,10 @@ Engine::Engine(EngineConfig config, EngineParts parts)
   optimizers_->configure(config_.optimizers);
   scheduler_ = std::make_unique<sched::Scheduler>(scheduler_config(config_, *runner_),
                                                   optimizers_->policies(), *clock_);
+  profiler_ = std::make_unique<StepProfiler>(config_.stage_profile_interval);
+  if (step_estimator_) throughput_ = std::make_unique<ThroughputGuard>();
   apply_hot_settings();
   apply_policies();
-  profiler_ = StepProfiler(config_.stage_profile_interval);
   outputs_ = std::make_unique<OutputProcessor>(codec_);
   sampler_ = std::make_unique<sampling::Sampler>(runner_->config().vocab_size);
   next_seed_ = mix_seed(config_.seed);
@@ -198,31 +195,6 @@ bool Engine::sample_on_device(const sched::StepPlan& plan, const ForwardBatch& b
   return true;
 }
 
-bool Engine::launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch) {
-  if (!device_specs(plan)) return false;
-  // A pending token is the in-flight step's draw for that sequence: name its row there.
-  std::unordered_map<sched::SeqId, int64_t> rows;
-  for (sched::ScheduledSeq& s : plan.seqs)
-    for (int32_t& t : s.token_ids) {
-      if (t != sched::kPendingToken) continue;
-      OPTIMATE_CHECK(in_flight_.has_value(), "sequence {} has a pending token and no step is in flight", s.seq_id);
-      if (rows.empty()) {
-        int64_t k = 0;
-        for (const sched::ScheduledSeq& f : in_flight_->plan.seqs)
-          if (f.want_logits) rows.emplace(f.seq_id, k++);
-      }
-      auto it = rows.find(s.seq_id);
-      OPTIMATE_CHECK(it != rows.end(), "sequence {} has a pending token the step in flight does not draw",
-                     s.seq_id);
-      t = token_from_last_launch(it->second);
-    }
-  if (runner_->launch_sample(batch, specs_)) return true;
-  // The runner cannot launch ahead (and never will); it launched nothing before either.
-  OPTIMATE_CHECK(!in_flight_, "the runner refused a launch after launching the step in flight");
-  runner_launches_ = false;
-  return false;
-}
-
 void Engine::sample(const sched::StepPlan& plan, sched::StepResult& result) {
   const int64_t vocab = runner_->config().vocab_size;
   rows_.clear();
@@ -299,7 +271,7 @@ void Engine::finish_output(RequestOutput& out) {
 
 void Engine::phase(const char* name) {
   const int64_t now = clock_->now_ns();
-  profiler_.add_phase(name, now - phase_mark_ns_);
+  profiler_->add_phase(name, now - phase_mark_ns_);
   phase_mark_ns_ = now;
 }
 
@@ -311,112 +283,6 @@ void Engine::process_output(RequestOutput& o) {
   if (!matchers_.empty()) matchers_.finish(o.request_id, o.index);
   if (auto it = host_sampled_.find(o.request_id); it != host_sampled_.end() && --it->second == 0)
     host_sampled_.erase(it);
-}
-
-void Engine::finish_in_flight(std::vector<RequestOutput>& out) {
-  InFlightStep f = std::move(*in_flight_);
-  in_flight_.reset();
-  runner_->collect_sample(device_tokens_);
-  const int64_t end_ns = clock_->now_ns();
-  phase("forward");  // the host waiting for the device
-  sched::StepResult result;
-  take_device_tokens(result);
-  profiler_.on_step(f.kind, runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
-  const size_t first = out.size();
-  for (RequestOutput& o : scheduler_->resolve(f.plan, result)) {
-    process_output(o);
-    out.push_back(std::move(o));
-  }
-  phase("update");
-  // The step ran on the device from when the one before it ended, at the earliest.
-  observe_step(f.plan, std::max(f.start_ns, last_collect_ns_), end_ns, f.estimated_s,
-               std::span<const RequestOutput>(out).subspan(first), f.prompt_tokens);
-  last_collect_ns_ = end_ns;
-  phase("observe");
-}
-
-std::vector<RequestOutput> Engine::step() {
-  const int64_t entry_ns = clock_->now_ns();
-  if (last_step_end_ns_) profiler_.add_phase("between", entry_ns - *last_step_end_ns_);
-  last_step_end_ns_.reset();
-  std::vector<RequestOutput> out = std::move(pending_);
-  pending_.clear();
-  if (window_) for (const RequestOutput& o : out) window_->on_output(o, entry_ns);  // aborts
-  take_faults();
-  tick_controller();
-  // The step's own time (the controller's window, the throughput guard) starts after the tick.
-  const int64_t start_ns = clock_->now_ns();
-  profiler_.add_phase("observe", start_ns - entry_ns);
-  phase_mark_ns_ = start_ns;
-  // A step that cannot overlap the one in flight waits for it first, and is planned on its tokens.
-  // Decided once: finishing the step in flight counts a step, which moves wants_stages().
-  const bool timed = profiler_.wants_stages();
-  // A watched kernel variant runs its steps one at a time, so a bad one can run again.
-  const bool overlap =
-      config_.async_scheduling && runner_launches_ && host_sampled_.empty() && !timed && !kernels_->watching();
-  if (in_flight_ && !overlap) finish_in_flight(out);
-  const int64_t prompt_tokens_before = scheduler_->stats().num_prompt_tokens_computed;
-  const int64_t schedule_ns = clock_->now_ns();
-  sched::StepPlan plan = schedule_guarded();
-  if (decisions_) {
-    record_admissions(plan, schedule_ns);
-    if (!plan.requantize.empty()) record_requantize(plan);
-  }
-  runner_->requantize(plan.requantize);
-  runner_->copy_kv(plan.copies);  // a step may copy blocks and run nothing (a swap-in)
-  idle_until_ns_.reset();
-  if (plan.empty()) {
-    phase("schedule");
-    if (in_flight_) finish_in_flight(out);
-    // Nothing ran: without a retry time from the batch policy, look again after a short
-    // pause rather than spin.
-    if (scheduler_->has_unfinished() && plan.copies.empty())
-      idle_until_ns_ = plan.retry_at_ns > 0 ? plan.retry_at_ns : clock_->now_ns() + kIdleRetryNs;
-    return out;
-  }
-  ForwardBatch batch;
-  batch.seqs.reserve(plan.seqs.size());
-  for (const auto& s : plan.seqs)
-    batch.seqs.push_back({s.token_ids, s.start_pos, s.block_ids, s.want_logits, s.all_logits});
-  const double estimated_s = step_estimator_ ? step_estimator_(batch) : 0.0;
-  if (timed) runner_->time_next_step_by_stage();
-  phase("schedule");
-  if (overlap && launch_overlapped(plan, batch)) {
-    phase("forward");
-    // This step runs on the device while the host applies the one before it.
-    if (in_flight_) finish_in_flight(out);
-    const char* kind = step_kind(batch);
-    const int64_t before = scheduler_->stats().num_prompt_tokens_computed;
-    scheduler_->advance(plan);
-    const int64_t prompt_tokens = scheduler_->stats().num_prompt_tokens_computed - before;
-    in_flight_ = InFlightStep{std::move(plan), kind, estimated_s, start_ns, prompt_tokens};
-    // Nothing left to plan (the step's rows all ended meanwhile): collect it now rather than
-    // leave it for a step() that may come much later.
-    if (!scheduler_->has_unfinished()) finish_in_flight(out);
-    phase("update");
-    if (has_unfinished()) last_step_end_ns_ = phase_mark_ns_;
-    return out;
-  }
-  // Only a step that overlaps may be planned with one in flight (it takes that step's tokens):
-  // a row for the host sampler comes from a request in host_sampled_, which stops overlap first.
-  OPTIMATE_CHECK(!in_flight_, "a step that runs alone was planned while one is in flight");
-  // The step runs on the device once the one collected above is done, at the earliest.
-  const int64_t step_start_ns = std::max(start_ns, last_collect_ns_);
-  sched::StepResult result;
-  run_step(plan, batch, result);
-  profiler_.on_step(step_kind(batch), runner_->last_step_device_times(device_times_) ? &device_times_ : nullptr);
-  const size_t first = out.size();
-  for (RequestOutput& o : scheduler_->update(plan, result)) {
-    process_output(o);
-    out.push_back(std::move(o));
-  }
-  phase("update");
-  last_collect_ns_ = clock_->now_ns();
-  observe_step(plan, step_start_ns, last_collect_ns_, estimated_s, std::span<const RequestOutput>(out).subspan(first),
-               scheduler_->stats().num_prompt_tokens_computed - prompt_tokens_before);
-  phase("observe");
-  if (scheduler_->has_unfinished()) last_step_end_ns_ = phase_mark_ns_;
-  return out;
 }
 
 }  // namespace optimate

@@ -1,8 +1,9 @@
 // The engine: one step() = schedule -> runner.forward -> sample -> update, then text deltas
-// and stop strings. With async_scheduling on a runner that launches steps without waiting
-// (ModelRunner::launch_sample), step() plans and launches step N+1 before it waits for step N,
-// whose tokens it then applies while N+1 runs: N+1's rows take N's tokens on the device.
-// Not thread-safe; AsyncEngine runs one on its own thread.
+// and stop strings, then the step's observers. With async_scheduling on a runner that launches
+// steps without waiting (ModelRunner::launch_sample), step() plans and launches step N+1 before
+// it waits for step N, whose tokens it then applies while N+1 runs: N+1's rows take N's tokens
+// on the device. Which of the two step functions runs is chosen when the setting changes, not
+// per step (engine_step.cpp). Not thread-safe; AsyncEngine runs one on its own thread.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "engine/optimizer_set.h"
 #include "engine/output_processor.h"
 #include "engine/prompt_logprobs_collector.h"
+#include "engine/step_observer.h"
 #include "engine/step_profile.h"
 #include "engine/token_matchers.h"
 #include "engine/text_codec.h"
@@ -160,9 +162,11 @@ class Engine {
   optim::MetricsView metrics_view() const;
   void apply_knob_changes(const optim::KnobChanges& changes);
   void reset_knobs();
-  // After a step: the window, the throughput guard, the decision log (engine_observe.cpp).
-  void observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
-                    std::span<const RequestOutput> outputs, int64_t prompt_tokens);
+  // After a step: every observer, then the fallback the throughput guard calls for
+  // (engine_observe.cpp).
+  void observe_step(const StepRecord& step);
+  // What observes each step, after a change of policies (the window) or settings.
+  void list_observers();
   void record_admissions(const sched::StepPlan& plan, int64_t schedule_ns);
   void record_requantize(const sched::StepPlan& plan);
   void sample(const sched::StepPlan& plan, sched::StepResult& result);
@@ -175,14 +179,48 @@ class Engine {
                         sched::StepResult& result);
   // Fills specs_ with the plan's rows; false when a row needs the host sampler.
   bool device_specs(const sched::StepPlan& plan);
-  // The overlapped step: launches `plan` on the runner (its pending tokens point at the step in
-  // flight's rows); false, having launched nothing, when a row needs the host sampler or the
-  // runner cannot launch ahead (runner_launches_ then turns false for good).
-  bool launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch);
   // The runner's tokens (device_tokens_) as a step result.
   void take_device_tokens(sched::StepResult& result) const;
+
+  // One step (engine_step.cpp). A step planned to run: the runner's batch views the plan's rows.
+  struct PlannedStep {
+    sched::StepPlan plan;
+    ForwardBatch batch;
+    double estimated_s = 0.0;  // the cost model's; 0 without one
+  };
+  // A step launched or run, until its tokens are applied.
+  struct LaunchedStep {
+    sched::StepPlan plan;
+    const char* kind = "";
+    double estimated_s = 0.0;
+    int64_t start_ns = 0;
+    int64_t prompt_tokens = 0;  // prompt tokens it computes (cached prefixes excluded)
+  };
+  // step_fn_ from async_scheduling, and from whether the runner launches ahead.
+  void choose_step_fn();
+  // The step functions, after step()'s faults and controller tick: false when the step ran
+  // nothing. The synchronous one runs each step alone; the overlapped one launches a step
+  // before it applies the one in flight, unless this step cannot overlap.
+  bool step_sync(int64_t start_ns, std::vector<RequestOutput>& out);
+  bool step_overlapped(int64_t start_ns, std::vector<RequestOutput>& out);
+  // Schedules a step and hands the runner its requantize orders and copies; false when the
+  // plan runs nothing (the step in flight, if any, then goes to `out`). `timed`: the step is to
+  // be timed by stage.
+  bool plan_step(bool timed, PlannedStep& step, std::vector<RequestOutput>& out);
+  // Runs `step` with nothing in flight and applies its tokens.
+  void run_alone(PlannedStep& step, int64_t start_ns, std::vector<RequestOutput>& out);
+  // Launches `plan` on the runner (its pending tokens point at the step in flight's rows);
+  // false, having launched nothing, when a row needs the host sampler or the runner cannot
+  // launch ahead (the engine then turns synchronous for good).
+  bool launch_overlapped(sched::StepPlan& plan, const ForwardBatch& batch);
+  // The scheduler's advance past a launched or run step; returns the prompt tokens it computes.
+  int64_t advance(const sched::StepPlan& plan);
   // Waits for the step in flight and applies its tokens; its outputs go to `out`.
   void finish_in_flight(std::vector<RequestOutput>& out);
+  // Applies the tokens of `step`, its outputs to `out`, and has its observers see it. `end_ns`:
+  // when the device finished it; none for a step run alone, which ends after its update.
+  void finish_step(const LaunchedStep& step, const sched::StepResult& result, std::optional<int64_t> end_ns,
+                   std::vector<RequestOutput>& out);
   // The scheduler's update has produced `o`: grammars, stop strings, the window's bookkeeping.
   void process_output(RequestOutput& o);
   void phase(const char* name);
@@ -197,7 +235,7 @@ class Engine {
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<MetricsWindow> window_;  // while a controller runs
   StepEstimator step_estimator_;
-  ThroughputGuard throughput_;
+  std::unique_ptr<ThroughputGuard> throughput_;  // with a step estimator
   std::shared_ptr<DecisionLog> decisions_;
   std::shared_ptr<TraceRecorder> trace_;
   int64_t config_version_ = 1;
@@ -212,19 +250,16 @@ class Engine {
   std::vector<sampling::SampleOutput> samples_;
   std::vector<SampleSpec> specs_;
   std::vector<int32_t> device_tokens_;
-  StepProfiler profiler_;
+  std::unique_ptr<StepProfiler> profiler_;
   StepDeviceTimes device_times_;
+  // Each step is handed to these, in order: the profiler, the window, the throughput guard.
+  // Held elsewhere (and by address, so that they survive a move of the engine).
+  std::vector<StepObserver*> observers_;
   std::optional<int64_t> last_step_end_ns_;  // when the last step left work to do
   int64_t phase_mark_ns_ = 0;                // where the current host phase began
+  bool (Engine::*step_fn_)(int64_t start_ns, std::vector<RequestOutput>& out) = &Engine::step_sync;
   // The step launched and not yet collected (async_scheduling).
-  struct InFlightStep {
-    sched::StepPlan plan;
-    const char* kind = "";
-    double estimated_s = 0.0;
-    int64_t start_ns = 0;
-    int64_t prompt_tokens = 0;  // prompt tokens it computes (cached prefixes excluded)
-  };
-  std::optional<InFlightStep> in_flight_;
+  std::optional<LaunchedStep> in_flight_;
   int64_t last_collect_ns_ = 0;
   bool runner_launches_ = true;  // false once the runner refused a launch_sample
   // Live requests whose rows may need the host sampler, by id: unfinished sequences. While

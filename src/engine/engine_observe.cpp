@@ -1,36 +1,27 @@
-// What the engine notes after each step: the controller's window, the throughput guard, and
-// admissions out of arrival order for the decision log.
+// What the engine notes of its steps: after each, its observers (the profiler, the controller's
+// window, the throughput guard, whose fallback the engine then applies); when one is planned,
+// admissions out of arrival order and requantized blocks for the decision log.
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "engine/engine.h"
 
 namespace optimate {
 
-void Engine::observe_step(const sched::StepPlan& plan, int64_t start_ns, int64_t end_ns, double estimated_s,
-                          std::span<const RequestOutput> outputs, int64_t prompt_tokens) {
-  if (window_) {
-    int64_t generated = 0;
-    for (const RequestOutput& o : outputs) generated += static_cast<int64_t>(o.new_token_ids.size());
-    window_->on_step(end_ns, end_ns - start_ns, prompt_tokens, generated);
-    for (const RequestOutput& o : outputs) window_->on_output(o, end_ns);
-  }
-  if (!step_estimator_ || config_.optimizer_min_throughput_ratio <= 0) return;
-  // Only optimizers that shape how a step runs (its KV precision, its kernels) can slow it.
-  std::vector<std::string> shapers;
-  for (const optim::PolicySlotInfo& info : optim::kPolicySlots)
-    if (const std::string& owner = optimizers_->owner(info.slot); info.shapes_steps && !owner.empty() &&
-        std::find(shapers.begin(), shapers.end(), owner) == shapers.end())
-      shapers.push_back(owner);
-  throughput_.on_step(static_cast<double>(end_ns - start_ns) * 1e-9, estimated_s, !shapers.empty());
-  const std::optional<double> ratio = throughput_.take_ratio();
-  if (!ratio || *ratio >= config_.optimizer_min_throughput_ratio) return;
-  const std::string detail =
-      fmt::format("steps ran at {:.0f}% of the throughput the cost model expects, relative to the baselines "
-                  "(bound {:.0f}%)", *ratio * 100, config_.optimizer_min_throughput_ratio * 100);
-  for (const std::string& name : shapers) fall_back(name, FallbackReason::kThroughput, detail);
+void Engine::list_observers() {
+  observers_ = {profiler_.get()};
+  if (window_) observers_.push_back(window_.get());
+  if (throughput_) observers_.push_back(throughput_.get());
+}
+
+void Engine::observe_step(const StepRecord& step) {
+  for (StepObserver* o : observers_) o->on_step(step);
+  // A fallback changes the policies and so the list: it waits until every observer has seen the step.
+  if (!throughput_) return;
+  if (const std::optional<ThroughputFallback> f = throughput_->take_fallback())
+    for (const std::string& name : f->optimizers) fall_back(name, FallbackReason::kThroughput, f->detail);
 }
 
 void Engine::record_admissions(const sched::StepPlan& plan, int64_t schedule_ns) {

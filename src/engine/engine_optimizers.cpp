@@ -1,6 +1,8 @@
 // The engine's side of its optimizers: enabling and disabling them between steps, falling back
 // from one that misbehaves, rollback and restore, and applying a new configuration.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "config/config_diff.h"
 #include "core/error.h"
@@ -8,6 +10,20 @@
 #include "engine/engine.h"
 
 namespace optimate {
+namespace {
+
+// Only optimizers that shape how a step runs (its KV precision, its kernels) can slow it: the
+// ones the throughput guard watches.
+std::vector<std::string> step_shapers(const OptimizerSet& optimizers) {
+  std::vector<std::string> shapers;
+  for (const optim::PolicySlotInfo& info : optim::kPolicySlots)
+    if (const std::string& owner = optimizers.owner(info.slot); info.shapes_steps && !owner.empty() &&
+        std::find(shapers.begin(), shapers.end(), owner) == shapers.end())
+      shapers.push_back(owner);
+  return shapers;
+}
+
+}  // namespace
 
 void Engine::record(DecisionRecord record) const {
   if (!decisions_) return;
@@ -17,6 +33,7 @@ void Engine::record(DecisionRecord record) const {
 
 void Engine::apply_hot_settings() {
   guard_->watchdog_ms = config_.optimizer_watchdog_ms;
+  choose_step_fn();
 }
 
 void Engine::apply_policies() {
@@ -32,7 +49,8 @@ void Engine::apply_policies() {
                                               static_cast<int64_t>(controller->interval_ms() * 1e6));
     next_tick_ns_ = 0;
   }
-  throughput_.reset_shaped();
+  if (throughput_) throughput_->watch(step_shapers(*optimizers_), config_.optimizer_min_throughput_ratio);
+  list_observers();
   apply_kernels();
 }
 

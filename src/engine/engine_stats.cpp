@@ -8,7 +8,7 @@ EngineStats Engine::stats() const {
   out.optimizer_seconds = optimizers_->seconds();
   out.optimizer_fallbacks = optimizers_->fallback_counts();
   out.config_version = config_version_;
-  out.step_profile = profiler_.profile();
+  out.step_profile = profiler_->profile();
   return out;
 }
 

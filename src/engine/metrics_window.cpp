@@ -72,6 +72,13 @@ void MetricsWindow::on_step(int64_t now_ns, int64_t step_ns, int64_t prompt_toke
   b.generated_tokens += generated_tokens;
 }
 
+void MetricsWindow::on_step(const StepRecord& step) {
+  int64_t generated = 0;
+  for (const sched::RequestOutput& o : step.outputs) generated += static_cast<int64_t>(o.new_token_ids.size());
+  on_step(step.end_ns, step.end_ns - step.start_ns, step.prompt_tokens, generated);
+  for (const sched::RequestOutput& o : step.outputs) on_output(o, step.end_ns);
+}
+
 optim::WindowMetrics MetricsWindow::snapshot(int64_t now_ns) const {
   optim::WindowMetrics w;
   w.window_ms = static_cast<double>(window_ns_) * 1e-6;

@@ -11,12 +11,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/step_observer.h"
 #include "optim/api/views.h"
 #include "sched/request_output.h"
 
 namespace optimate {
 
-class MetricsWindow {
+class MetricsWindow final : public StepObserver {
  public:
   MetricsWindow(int64_t window_ns, int64_t bucket_ns);
 
@@ -26,6 +27,8 @@ class MetricsWindow {
   // A step's outputs: first tokens (TTFT from the arrival), finished sequences (their TPOT).
   void on_output(const sched::RequestOutput& out, int64_t now_ns);
   void on_step(int64_t now_ns, int64_t step_ns, int64_t prompt_tokens, int64_t generated_tokens);
+  // The step's time and tokens, then its outputs, at its end.
+  void on_step(const StepRecord& step) override;
 
   optim::WindowMetrics snapshot(int64_t now_ns) const;
 

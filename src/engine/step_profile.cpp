@@ -8,14 +8,14 @@ const char* step_kind(const ForwardBatch& batch) {
   return "decode";
 }
 
-void StepProfiler::on_step(const char* kind, const StepDeviceTimes* device) {
+void StepProfiler::on_step(const StepRecord& step) {
   ++num_steps_;
-  ++profile_.steps[kind];
-  if (!device) return;
-  profile_.device_seconds[kind] += device->busy_s;
-  if (device->stages.empty()) return;
-  ++profile_.staged_steps[kind];
-  for (const auto& [stage, seconds] : device->stages) profile_.stage_seconds[{kind, stage}] += seconds;
+  ++profile_.steps[step.kind];
+  if (!step.device) return;
+  profile_.device_seconds[step.kind] += step.device->busy_s;
+  if (step.device->stages.empty()) return;
+  ++profile_.staged_steps[step.kind];
+  for (const auto& [stage, seconds] : step.device->stages) profile_.stage_seconds[{step.kind, stage}] += seconds;
 }
 
 }  // namespace optimate

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/step_observer.h"
 #include "runner/model_runner.h"
 
 namespace optimate {
@@ -37,7 +38,7 @@ struct StepProfile {
 // Kind of a step: "decode" when every slice runs one token without all_logits, else "prefill".
 const char* step_kind(const ForwardBatch& batch);
 
-class StepProfiler {
+class StepProfiler final : public StepObserver {
  public:
   // Every `stage_interval`th step is timed by stage (0: none).
   explicit StepProfiler(int64_t stage_interval = 0) : stage_interval_(stage_interval) {}
@@ -45,8 +46,8 @@ class StepProfiler {
   // Whether the step about to run is one to time by stage.
   bool wants_stages() const { return stage_interval_ > 0 && num_steps_ % stage_interval_ == 0; }
   void add_phase(const char* phase, int64_t ns) { profile_.phase_seconds[phase] += static_cast<double>(ns) * 1e-9; }
-  // A step that ran, with what the runner measured of it (nothing when `device` is null).
-  void on_step(const char* kind, const StepDeviceTimes* device);
+  // A step that ran, with what the runner measured of it (nothing when step.device is null).
+  void on_step(const StepRecord& step) override;
   const StepProfile& profile() const { return profile_; }
 
  private:

@@ -8,7 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "engine/step_observer.h"
 #include "runner/model_runner.h"
 
 namespace optimate {
@@ -16,17 +20,27 @@ namespace optimate {
 // Seconds the cost model expects `batch` to take.
 using StepEstimator = std::function<double(const ForwardBatch& batch)>;
 
-class ThroughputGuard {
+// The optimizers to fall back from, and why.
+struct ThroughputFallback {
+  std::vector<std::string> optimizers;
+  std::string detail;
+};
+
+class ThroughputGuard final : public StepObserver {
  public:
   explicit ThroughputGuard(int64_t window_steps = 200) : window_steps_(window_steps) {}
 
-  // A step that ran: measured and estimated seconds, and whether an optimizer shaped it.
-  void on_step(double measured_s, double estimated_s, bool shaped_by_optimizer);
-  // After a whole window of shaped steps: achieved / expected throughput, relative to the
-  // baselines' own ratio on this backend (1 when they have not run yet); nullopt otherwise.
-  std::optional<double> take_ratio();
-  // Forgets the shaped window (after a fallback or a change of optimizers).
-  void reset_shaped() { shaped_ = {}; }
+  // What the steps from now on are held to: `shapers`, the optimizers that shape them (none:
+  // the steps are the baselines'), and `min_ratio`, the bound on their throughput relative to
+  // the baselines' (0: off). Forgets the shaped window (after a fallback or a change of
+  // optimizers).
+  void watch(std::vector<std::string> shapers, double min_ratio);
+  // Measured against estimated seconds; after a whole window of shaped steps, their achieved /
+  // expected throughput relative to the baselines' own ratio on this backend (1 when they have
+  // not run yet) below the bound calls for a fallback.
+  void on_step(const StepRecord& step) override;
+  // The fallback the last step called for, once; nullopt when none.
+  std::optional<ThroughputFallback> take_fallback() { return std::exchange(fallback_, std::nullopt); }
 
  private:
   struct Sum {
@@ -36,9 +50,12 @@ class ThroughputGuard {
     double ratio() const { return measured_s > 0 ? estimated_s / measured_s : 1.0; }
   };
   int64_t window_steps_;
+  std::vector<std::string> shapers_;
+  double min_ratio_ = 0.0;
   Sum baseline_;
   Sum shaped_;
   std::optional<double> baseline_ratio_;
+  std::optional<ThroughputFallback> fallback_;
 };
 
 }  // namespace optimate
