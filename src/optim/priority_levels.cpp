@@ -67,4 +67,13 @@ PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
   return o;
 }
 
+std::optional<PriorityLabeler> priority_level_labeler(std::span<const OptimizerSpec> specs, PriorityOrder order) {
+  const auto spec = std::find_if(specs.rbegin(), specs.rend(),
+                                 [](const OptimizerSpec& s) { return s.name == "priority" && s.enabled; });
+  if (spec == specs.rend()) return std::nullopt;
+  OptionReader reader(*spec);
+  const PriorityOptions levels = PriorityOptions::read(reader, order);
+  return PriorityLabeler([levels](EnginePriority p) { return levels.level_name(levels.level_of(p)); });
+}
+
 }  // namespace optimate::optim

@@ -10,8 +10,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "config/optimizer_options.h"
 
 #include "core/priority_order.h"
 
@@ -49,5 +54,11 @@ struct PriorityOptions {
   static PriorityOptions read(OptionReader& reader,
                               PriorityOrder order = PriorityOrder::kHigherFirst);
 };
+
+// How metrics name a priority (a label of few values) while `specs` enable the priority
+// optimizer: its level's name, with the options given there. nullopt when it is not enabled:
+// the clients' own numbers serve then. `order` is the clients' convention.
+using PriorityLabeler = std::function<std::string(EnginePriority)>;
+std::optional<PriorityLabeler> priority_level_labeler(std::span<const OptimizerSpec> specs, PriorityOrder order);
 
 }  // namespace optimate::optim

@@ -337,20 +337,13 @@ void EngineBackend::reset_prefix_cache() {
 
 void EngineBackend::update_priority_labels() {
   if (!metrics_) return;
-  std::optional<OptimizerSpec> priority;
+  std::optional<optim::PriorityLabeler> levels;
   {
     std::lock_guard lock(specs_mutex_);
-    for (const auto& spec : specs_)
-      if (spec.name == "priority" && spec.enabled) priority = spec;
+    levels = optim::priority_level_labeler(specs_, info_.priority_order);
   }
-  if (priority) {
-    optim::OptionReader reader(*priority);
-    const optim::PriorityOptions levels = optim::PriorityOptions::read(reader, info_.priority_order);
-    metrics_->set_priority_labeler([levels](EnginePriority p) { return levels.level_name(levels.level_of(p)); });
-    return;
-  }
-  // The client's own numbers.
-  metrics_->set_priority_labeler(metrics::fixed_priority_labeler(info_.priority_order));
+  // Without the priority optimizer, the clients' own numbers.
+  metrics_->set_priority_labeler(levels ? std::move(*levels) : metrics::fixed_priority_labeler(info_.priority_order));
 }
 
 Json EngineBackend::list_optimizers() const {
