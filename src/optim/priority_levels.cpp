@@ -60,6 +60,10 @@ PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.overdue_share must be in [0, 1], got {}",
          o.overdue_share);
   o.preempt = r.get_bool("preempt", o.preempt);
+  o.preempt_after_ms = r.get_double("preempt_after_ms", o.preempt_after_ms);
+  if (o.preempt_after_ms < 0)
+    fail(ErrorCode::kInvalidArgument, "optimizers.priority.preempt_after_ms must be >= 0, got {}",
+         o.preempt_after_ms);
   o.min_run_ms = r.get_double("min_run_ms", o.min_run_ms);
   if (o.min_run_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.min_run_ms must be >= 0, got {}", o.min_run_ms);

@@ -39,6 +39,10 @@ struct PriorityOptions {
   // however long the overload lasts.
   double overdue_share = 0.1;
   bool preempt = true;           // preempt a less important running request for a blocked one
+  // A blocked request preempts only once it has waited this long since it arrived (0: at
+  // once). Running requests that finish meanwhile free what it needs, and a preemption
+  // recomputed costs the victim's whole context again.
+  double preempt_after_ms = 0.0;
   double min_run_ms = 500.0;     // a (re)admitted request is not preempted for this long
   bool choose_victims = true;    // also pick the least important victim when KV runs dry
 
@@ -48,7 +52,8 @@ struct PriorityOptions {
   int64_t max_wait_ns(int64_t level) const;
 
   // Reads [optimizers.priority]: levels, lowest_priority, aging_ms, max_wait_ms (every level),
-  // max_wait_ms_<level name> (one level), overdue_share, preempt, min_run_ms, choose_victims.
+  // max_wait_ms_<level name> (one level), overdue_share, preempt, preempt_after_ms, min_run_ms,
+  // choose_victims.
   // `order` is the clients' convention (it sets lowest_priority's default). Errors name the
   // option.
   static PriorityOptions read(OptionReader& reader,

@@ -145,6 +145,10 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
   OPTIMATE_CHECK(waiting_index >= 0 && waiting_index < static_cast<int64_t>(view.waiting.size()),
                  "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
   const RequestView& w = view.waiting[waiting_index];
+  if (static_cast<double>(view.now_ns - w.arrival_ns) < options_.preempt_after_ms * 1e6) {
+    ++deferred_;
+    return std::nullopt;
+  }
   const int64_t level = options_.level_of(w.metadata.priority);
   // Candidates: strictly less important, not just (re)admitted, and not admitted past their
   // deadline (the starvation bound would mean nothing if they could be evicted again).
@@ -191,6 +195,7 @@ std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
       {"preemptions_for_max_num_seqs", static_cast<double>(preempted_for_slots_)},
       {"preemptions_for_kv_blocks", static_cast<double>(preempted_for_kv_)},
       {"preemptions_refused_min_run", static_cast<double>(refused_min_run_)},
+      {"preemptions_deferred", static_cast<double>(deferred_)},
       {"max_wait_reached", static_cast<double>(max_wait_reached_)},
       {"overdue_admissions", static_cast<double>(num_overdue_admissions_)},
       {"admissions", static_cast<double>(num_admissions_)},

@@ -190,6 +190,26 @@ TEST(PriorityScheduling, PreemptsForMoreImportantWhenKvBlocksRunOut) {
   EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 16);
 }
 
+TEST(PriorityScheduling, ABlockedRequestPreemptsOnlyAfterPreemptAfterMs) {
+  SchedHarness h(config(2), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 40.0}})}),
+                 kStepNs);
+  h.add("low-a", 8, 50, 0);
+  h.add("low-b", 8, 50, 0);
+  h.step();
+  h.add("high", 8, 20, 2);
+  // Steps of 10 ms: for the first 30 ms of its wait the running requests keep their slots.
+  for (int i = 0; i < 3; ++i) {
+    h.step();
+    ASSERT_TRUE(h.waiting("high")) << "step " << i;
+    ASSERT_TRUE(h.running("low-a") && h.running("low-b")) << "step " << i;
+  }
+  EXPECT_GT(counter(queue_policy(h), "preemptions_deferred"), 0);
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 0);
+  for (int i = 0; i < 3 && !h.running("high"); ++i) h.step();
+  EXPECT_TRUE(h.running("high"));
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 1);
+}
+
 TEST(PriorityScheduling, RecentlyAdmittedRequestsAreNotPreemptedAgain) {
   SchedHarness h(config(1), build_optimizers({priority({{"min_run_ms", 100.0}})}), kStepNs);
   h.add("low", 8, 50, 0);
