@@ -12,6 +12,11 @@
 #                 was installed from its wheels: /work/shared/tools/vllm-on-device)
 #   VLLM_MODEL    the model folder (default: /tmp/vllm-model, the wheels' Llama-3-8B config)
 #   BUILD_ONLY=1  stop after building (a first device call; the run then fits in one more)
+#   SERVERS       which of fcfs, vllm-priority, optimate to start and load, in that order
+#                 (default all three; the table's ratios are against the first)
+#   PRIORITY_OPTIONS  the priority optimizer's options as JSON (default {}: its defaults),
+#                 e.g. '{"preempt_after_ms": 200}'
+#   BENCH_FLAGS   more `optimate bench` flags, e.g. "--set workload.num_requests=1500"
 # The package's extension is built here for that Python (build-vllm-python/), from the carried
 # .venv's nanobind: the Python needs its development headers.
 set -uo pipefail
@@ -53,9 +58,11 @@ common=(--model "$model" --load-format dummy --served-model-name llama3-dummy --
 declare -A port=([fcfs]=8201 [vllm-priority]=8202 [optimate]=8203)
 declare -A extra=([fcfs]="" [vllm-priority]="--scheduling-policy priority"
                   [optimate]="--scheduler-cls optimate.vllm.Scheduler")
-optimate_config='{"optimate": {"optimizers": {"priority": {}}}}'
+servers=(${SERVERS:-fcfs vllm-priority optimate})
+optimate_config="{\"optimate\": {\"optimizers\": {\"priority\": ${PRIORITY_OPTIONS:-{\}}}}}"
+declare -A label=([fcfs]=vllm-fcfs [vllm-priority]=vllm-priority [optimate]=vllm+optimate)
 pids=()
-for s in fcfs vllm-priority optimate; do
+for s in "${servers[@]}"; do
   args=("${common[@]}" --port "${port[$s]}")
   # shellcheck disable=SC2206
   args+=(${extra[$s]})
@@ -65,7 +72,7 @@ for s in fcfs vllm-priority optimate; do
 done
 stop() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap stop EXIT
-for s in fcfs vllm-priority optimate; do
+for s in "${servers[@]}"; do
   up=0
   for _ in $(seq 1 400); do
     curl -sf "http://127.0.0.1:${port[$s]}/health" >/dev/null && { up=1; break; }
@@ -78,11 +85,11 @@ curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-bef
 
 # 3. The load against each in turn.
 status=0
-(cd "$root" && "$bin" bench --workload configs/workloads/vllm-two-class-burst.toml \
-   --url "http://127.0.0.1:${port[fcfs]}" --label vllm-fcfs \
-   --url "http://127.0.0.1:${port[vllm-priority]}" --label vllm-priority \
-   --url "http://127.0.0.1:${port[optimate]}" --label vllm+optimate \
-   --served-model-name llama3-dummy --out "$out/bench") >"$out/bench.log" 2>&1 || status=1
+targets=()
+for s in "${servers[@]}"; do targets+=(--url "http://127.0.0.1:${port[$s]}" --label "${label[$s]}"); done
+# shellcheck disable=SC2086
+(cd "$root" && "$bin" bench --workload configs/workloads/vllm-two-class-burst.toml "${targets[@]}" \
+   --served-model-name llama3-dummy --out "$out/bench" ${BENCH_FLAGS:-}) >"$out/bench.log" 2>&1 || status=1
 curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-after.json"
 curl -s "http://127.0.0.1:${port[optimate]}/metrics" | grep '^optimate:' >"$out/optimate-metrics.txt"
 
@@ -98,7 +105,7 @@ for run in report["runs"]:
     rows.append((run["label"], high["ttft_ms"]["p99"] if high else float("nan"),
                  low["ttft_ms"]["p99"] if low else float("nan"), s["output_throughput"], s["failed"]))
 base = rows[0][3]
-print("| server | high P99 TTFT (ms) | low P99 TTFT (ms) | output tok/s | vs FCFS | failed |")
+print(f"| server | high P99 TTFT (ms) | low P99 TTFT (ms) | output tok/s | vs {rows[0][0]} | failed |")
 print("|---|---:|---:|---:|---:|---:|")
 for label, high, low, tput, failed in rows:
     print(f"| {label} | {high:.0f} | {low:.0f} | {tput:.0f} | {100 * (tput / base - 1):+.1f}% | {failed} |")
