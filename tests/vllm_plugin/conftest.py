@@ -7,6 +7,7 @@ Time is a fake clock: the requests' arrival times, the views' clock and the guar
 (optimate.vllm.scheduler.OptimizersMixin.clock_ns / guard_clock_ns).
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -47,11 +48,15 @@ class FakeClock:
         return self.ns * 1e-9
 
 
+def write_tiny_model(folder: Path) -> str:
+    """A model folder vLLM configures from: the config of a tiny Llama (no weights)."""
+    (folder / "config.json").write_text(json.dumps(_TINY_LLAMA))
+    return str(folder)
+
+
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory) -> str:
-    d = tmp_path_factory.mktemp("tiny-llama")
-    (d / "config.json").write_text(json.dumps(_TINY_LLAMA))
-    return str(d)
+    return write_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture
@@ -61,28 +66,30 @@ def clock(monkeypatch) -> FakeClock:
     return c
 
 
+def build_scheduler(model_dir: str, optimate=None, *, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=512,
+                    policy="fcfs", cls=plugin.Scheduler, async_scheduling=False, prefix_caching=False):
+    """A scheduler of class `cls` over a mock KV cache of `num_blocks` blocks; `optimate` is the
+    additional config's "optimate" entry (None: none)."""
+    sc = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                         max_model_len=1024, enable_chunked_prefill=True, is_encoder_decoder=False,
+                         policy=policy, async_scheduling=async_scheduling)
+    mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16", seed=0, max_model_len=1024)
+    cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
+    extra = {} if optimate is None else {"optimate": optimate}
+    vc = VllmConfig(scheduler_config=sc, model_config=mc, cache_config=cc, device_config=DeviceConfig("cpu"),
+                    additional_config=extra)
+    kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
+        KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1,
+                                                      dtype=torch.float32))])
+    cc.num_gpu_blocks = num_blocks
+    return cls(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
+               block_size=BLOCK_SIZE, log_stats=True)
+
+
 @pytest.fixture
 def make(model_dir, clock):
     """make(optimate=..., num_blocks=..., max_num_seqs=..., policy=..., cls=...) -> a scheduler."""
-
-    def build(optimate=None, *, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=512, policy="fcfs",
-              cls=plugin.Scheduler, async_scheduling=False, prefix_caching=False):
-        sc = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                             max_model_len=1024, enable_chunked_prefill=True, is_encoder_decoder=False,
-                             policy=policy, async_scheduling=async_scheduling)
-        mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16", seed=0, max_model_len=1024)
-        cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
-        extra = {} if optimate is None else {"optimate": optimate}
-        vc = VllmConfig(scheduler_config=sc, model_config=mc, cache_config=cc, device_config=DeviceConfig("cpu"),
-                        additional_config=extra)
-        kv = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[
-            KVCacheGroupSpec(["layer"], FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=1,
-                                                          dtype=torch.float32))])
-        cc.num_gpu_blocks = num_blocks
-        return cls(vllm_config=vc, kv_cache_config=kv, structured_output_manager=StructuredOutputManager(vc),
-                   block_size=BLOCK_SIZE, log_stats=True)
-
-    return build
+    return functools.partial(build_scheduler, model_dir)
 
 
 _hasher = None
