@@ -57,7 +57,11 @@ RequestMetadata request_metadata_from(nb::handle mapping, PriorityOrder order) {
       if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value))
         fail(ErrorCode::kInvalidArgument, "metadata['priority'] must be an int, got {}",
              nb::type_name(value.type()).c_str());
-      metadata.priority = to_engine_priority(order, ClientPriority{nb::cast<int64_t>(value)});
+      int64_t client = 0;
+      if (!nb::try_cast(value, client))
+        fail(ErrorCode::kInvalidArgument, "metadata['priority'] must fit in 64 bits, got {}",
+             nb::cast<std::string>(nb::str(value)));
+      metadata.priority = to_engine_priority(order, ClientPriority{client});
       continue;
     }
     // Every other field a client may send is RequestMetadata's binding: its name and its type.

@@ -66,6 +66,8 @@ def test_bad_requests(model):
         engine.add_request("m", "Hello", SamplingParams(), metadata={"priority": 1, "colour": "red"})
     with pytest.raises(ValueError, match="priority must be an int"):
         engine.add_request("m", "Hello", SamplingParams(), metadata={"priority": "high"})
+    with pytest.raises(ValueError, match="64 bits"):
+        engine.add_request("m", "Hello", SamplingParams(), metadata={"priority": 2**70})
     with pytest.raises(ValueError, match="prompt"):
         engine.add_request("p", 3.5, SamplingParams())
     # Nothing was lost: the first request still runs to its end.
