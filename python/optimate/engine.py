@@ -63,16 +63,14 @@ def _make_core(engine_args: EngineArgs, optimizers, async_mode: bool):
 def _metadata(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) -> dict[str, Any]:
     """What the caller tells the scheduler, ``priority=p`` folded in: the priority in the
     convention of the engine argument ``priority_order`` (by default higher-first, the seed's
-    rule). The extension converts it to the engine's order and checks every other key against
-    its RequestMetadata (unknown keys and wrong types are a ValueError)."""
+    rule). The extension checks every key against its RequestMetadata (an unknown key, a
+    priority that is not a 64-bit int, a wrong type: ValueError) and converts the priority to
+    the engine's order."""
     out = dict(metadata or {})
     if priority is not None:
         if "priority" in out and out["priority"] != priority:
             raise ValueError("priority and metadata['priority'] disagree")
         out["priority"] = priority
-    level = out.get("priority")
-    if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
-        raise ValueError(f"priority must be an int, got {type(level).__name__}")
     return out
 
 

@@ -55,11 +55,11 @@ RequestMetadata request_metadata_from(nb::handle mapping, PriorityOrder order) {
     const std::string name = nb::cast<std::string>(nb::str(key));
     if (name == "priority") {  // the client's convention: converted here, once
       if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value))
-        fail(ErrorCode::kInvalidArgument, "metadata['priority'] must be an int, got {}",
+        fail(ErrorCode::kInvalidArgument, "priority must be an int, got {}",
              nb::type_name(value.type()).c_str());
       int64_t client = 0;
       if (!nb::try_cast(value, client))
-        fail(ErrorCode::kInvalidArgument, "metadata['priority'] must fit in 64 bits, got {}",
+        fail(ErrorCode::kInvalidArgument, "priority must fit in 64 bits, got {}",
              nb::cast<std::string>(nb::str(value)));
       metadata.priority = to_engine_priority(order, ClientPriority{client});
       continue;

@@ -170,8 +170,7 @@ void Engine::finish_step(const LaunchedStep& step, const sched::StepResult& resu
   // The step ran on the device from when the one before it was collected, at the earliest.
   const int64_t start_ns = std::max(step.start_ns, last_collect_ns_);
   last_collect_ns_ = end_ns.value_or(clock_->now_ns());
-  observe_step({.plan = &step.plan,
-                .kind = step.kind,
+  observe_step({.kind = step.kind,
                 .start_ns = start_ns,
                 .end_ns = last_collect_ns_,
                 .estimated_s = step.estimated_s,

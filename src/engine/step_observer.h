@@ -11,12 +11,8 @@
 #include "sched/request_output.h"
 
 namespace optimate {
-namespace sched {
-struct StepPlan;
-}
 
 struct StepRecord {
-  const sched::StepPlan* plan = nullptr;
   const char* kind = "";  // step_kind(): "decode" or "prefill"
   // Engine clock. From when the device could start the step (its schedule, or the collect of
   // the step before it) to when its tokens were known (a step run alone: after its update).

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "config/optimizer_options.h"
-
 #include "core/priority_order.h"
 
 namespace optimate::optim {
