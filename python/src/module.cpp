@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "async_handle.h"
+#include "bench_bindings.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine_handle.h"
@@ -227,4 +228,5 @@ NB_MODULE(_core, m) {
   bind_policy_views(m);
   bind_engine(m);
   bind_optimizer_host(m);
+  bind_bench(m);
 }

@@ -38,10 +38,12 @@ struct PriorityOptions {
   // however long the overload lasts.
   double overdue_share = 0.1;
   bool preempt = true;           // preempt a less important running request for a blocked one
-  // A blocked request preempts only once it has waited this long since it arrived (0: at
-  // once). Running requests that finish meanwhile free what it needs, and a preemption
-  // recomputed costs the victim's whole context again.
-  double preempt_after_ms = 0.0;
+  // A request blocked for KV blocks preempts only once it has waited this long since it
+  // arrived (0: at once): running requests that finish meanwhile free what it needs, while a
+  // victim's blocks go to it and are reused, so the victim's whole context is computed again.
+  // Blocked for a sequence slot it preempts at once: the pool has room, and with prefix caching
+  // the victim's blocks stay cached until it resumes.
+  double preempt_after_ms = 200.0;
   double min_run_ms = 500.0;     // a (re)admitted request is not preempted for this long
   bool choose_victims = true;    // also pick the least important victim when KV runs dry
 

@@ -14,11 +14,13 @@ bool recently_admitted(const PriorityOptions& o, const RequestView& r, int64_t n
   return r.admitted_ns >= 0 && static_cast<double>(now_ns - r.admitted_ns) < o.min_run_ms * 1e6;
 }
 
-// Victim order: lowest level, then newest arrival (it has the least work to redo), then the
-// later sequence of a request.
+// Victim order: lowest level, then the fewest computed tokens (the least work to redo: a
+// victim is recomputed, or its KV copied out, in proportion to them), then newest arrival, then
+// the later sequence of a request.
 bool better_victim(const PriorityOptions& o, const RequestView& a, const RequestView& b) {
   const int64_t la = o.level_of(a.metadata.priority), lb = o.level_of(b.metadata.priority);
   if (la != lb) return la < lb;
+  if (a.num_computed_tokens != b.num_computed_tokens) return a.num_computed_tokens < b.num_computed_tokens;
   if (a.arrival_ns != b.arrival_ns) return a.arrival_ns > b.arrival_ns;
   return a.seq_id > b.seq_id;
 }
@@ -145,7 +147,8 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
   OPTIMATE_CHECK(waiting_index >= 0 && waiting_index < static_cast<int64_t>(view.waiting.size()),
                  "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
   const RequestView& w = view.waiting[waiting_index];
-  if (static_cast<double>(view.now_ns - w.arrival_ns) < options_.preempt_after_ms * 1e6) {
+  if (blocked_on == BlockedOn::kKvBlocks &&
+      static_cast<double>(view.now_ns - w.arrival_ns) < options_.preempt_after_ms * 1e6) {
     ++deferred_;
     return std::nullopt;
   }

@@ -52,7 +52,7 @@ class PriorityQueuePolicy final : public QueuePolicy {
   int64_t preempted_for_slots_ = 0;
   int64_t preempted_for_kv_ = 0;
   int64_t refused_min_run_ = 0;
-  int64_t deferred_ = 0;        // preemptions asked for before preempt_after_ms
+  int64_t deferred_ = 0;        // KV-blocked preemptions asked for before preempt_after_ms
   int64_t max_wait_reached_ = 0;
   std::unordered_set<int64_t> overdue_seen_;  // seq ids already counted in max_wait_reached_
   std::unordered_set<int64_t> known_waiting_;  // waiting seq ids as of the last call

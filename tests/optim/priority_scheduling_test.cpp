@@ -148,6 +148,7 @@ TEST(PriorityScheduling, LowerFirstClientsGetLevelsByDefault) {
 }
 
 TEST(PriorityScheduling, PreemptsForMoreImportantWhenMaxNumSeqsIsFull) {
+  // preempt_after_ms (default 200) waits only for KV blocks: blocked for a slot, at once.
   SchedHarness h(config(2), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
   h.add("low-a", 8, 20, 0);
   h.add("low-b", 8, 20, 0);
@@ -173,7 +174,8 @@ TEST(PriorityScheduling, PreemptsForMoreImportantWhenMaxNumSeqsIsFull) {
 
 TEST(PriorityScheduling, PreemptsForMoreImportantWhenKvBlocksRunOut) {
   // 16 blocks of 4 tokens; the two low requests hold 7 blocks each after their prefill.
-  SchedHarness h(config(8, 16), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  SchedHarness h(config(8, 16), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 0.0}})}),
+                 kStepNs);
   h.add("low-a", 27, 30, 0);
   h.add("low-b", 27, 30, 0);
   h.step();
@@ -190,24 +192,43 @@ TEST(PriorityScheduling, PreemptsForMoreImportantWhenKvBlocksRunOut) {
   EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 16);
 }
 
-TEST(PriorityScheduling, ABlockedRequestPreemptsOnlyAfterPreemptAfterMs) {
-  SchedHarness h(config(2), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 40.0}})}),
+TEST(PriorityScheduling, ARequestBlockedForKvBlocksPreemptsOnlyAfterPreemptAfterMs) {
+  // 20 blocks of 4 tokens; the two low requests hold 7 blocks each after their prefill, 8 as
+  // they decode, and the high one needs 10.
+  SchedHarness h(config(8, 20), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 40.0}})}),
                  kStepNs);
-  h.add("low-a", 8, 50, 0);
-  h.add("low-b", 8, 50, 0);
+  h.add("low-a", 27, 50, 0);
+  h.add("low-b", 27, 50, 0);
   h.step();
-  h.add("high", 8, 20, 2);
-  // Steps of 10 ms: for the first 30 ms of its wait the running requests keep their slots.
+  h.add("high", 40, 20, 3);
+  // Steps of 10 ms: for the first 30 ms of its wait the running requests keep their blocks.
   for (int i = 0; i < 3; ++i) {
     h.step();
     ASSERT_TRUE(h.waiting("high")) << "step " << i;
     ASSERT_TRUE(h.running("low-a") && h.running("low-b")) << "step " << i;
   }
   EXPECT_GT(counter(queue_policy(h), "preemptions_deferred"), 0);
-  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 0);
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 0);
   for (int i = 0; i < 3 && !h.running("high"); ++i) h.step();
   EXPECT_TRUE(h.running("high"));
-  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_max_num_seqs"), 1);
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 1);
+  while (h.scheduler().has_unfinished()) h.step();
+  EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 20);
+}
+
+TEST(PriorityScheduling, TheVictimIsTheLeastImportantRequestWithTheLeastWorkToRedo) {
+  SchedHarness h(config(2), build_optimizers({priority({{"min_run_ms", 0.0}})}), kStepNs);
+  h.add("low-old-short", 8, 20, 0);
+  h.add("low-new-long", 24, 20, 0);
+  h.step();
+  ASSERT_TRUE(h.running("low-old-short") && h.running("low-new-long"));
+  h.add("high", 8, 20, 2);
+  const auto plan = h.step();
+  EXPECT_TRUE(h.running("high"));
+  ASSERT_EQ(plan.preempted.size(), 1u);
+  // 9 tokens to compute again rather than 25, though it arrived first.
+  EXPECT_TRUE(h.waiting("low-old-short"));
+  EXPECT_TRUE(h.running("low-new-long"));
 }
 
 TEST(PriorityScheduling, RecentlyAdmittedRequestsAreNotPreemptedAgain) {

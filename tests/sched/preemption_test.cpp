@@ -128,7 +128,7 @@ TEST(Preemption, AdmissionHitsBlocksItsVictimFreedInTheSameStep) {
   // v (priority 0) and w (priority 3) share an 8-token prefix. w does not fit beside v, so the
   // priority optimizer preempts v for it, and w's admission in that same step hits the two
   // prefix blocks v just gave back: they are free yet cached, and counted as free room.
-  const OptimizerSpec priority{"priority", {{"min_run_ms", 0.0}}};
+  const OptimizerSpec priority{"priority", {{"min_run_ms", 0.0}, {"preempt_after_ms", 0.0}}};
   SchedHarness h(config(true, 32), build_optimizers({priority}), 1);
   h.set_token_source(counting_token);
   std::vector<int32_t> shared = token_range(1, 8);

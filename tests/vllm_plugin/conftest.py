@@ -16,6 +16,7 @@ import torch
 
 from vllm.config import CacheConfig, DeviceConfig, ModelConfig, SchedulerConfig, VllmConfig
 from vllm.sampling_params import SamplingParams
+from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler as VllmScheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -67,13 +68,15 @@ def clock(monkeypatch) -> FakeClock:
 
 
 def build_scheduler(model_dir: str, optimate=None, *, num_blocks=64, max_num_seqs=4, max_num_batched_tokens=512,
-                    policy="fcfs", cls=plugin.Scheduler, async_scheduling=False, prefix_caching=False):
+                    policy="fcfs", cls=plugin.Scheduler, async_scheduling=False, prefix_caching=False,
+                    max_model_len=1024):
     """A scheduler of class `cls` over a mock KV cache of `num_blocks` blocks; `optimate` is the
     additional config's "optimate" entry (None: none)."""
     sc = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                         max_model_len=1024, enable_chunked_prefill=True, is_encoder_decoder=False,
+                         max_model_len=max_model_len, enable_chunked_prefill=True, is_encoder_decoder=False,
                          policy=policy, async_scheduling=async_scheduling)
-    mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16", seed=0, max_model_len=1024)
+    mc = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float16", seed=0,
+                     max_model_len=max_model_len)
     cc = CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=prefix_caching)
     extra = {} if optimate is None else {"optimate": optimate}
     vc = VllmConfig(scheduler_config=sc, model_config=mc, cache_config=cc, device_config=DeviceConfig("cpu"),
@@ -96,13 +99,15 @@ _hasher = None
 
 
 def request(request_id: str, *, prompt_len: int = 16, max_tokens: int = 4, priority: int = 0,
-            arrival_s: float = 0.0) -> Request:
+            arrival_s: float = 0.0, prompt_token_ids: list[int] | None = None) -> Request:
+    """A request of `prompt_len` copies of one token (requests whose ids have the same length
+    share their prompt, and so their cached prefix), or of `prompt_token_ids`."""
     global _hasher
     if _hasher is None:
-        init_none_hash(hash)
-        _hasher = get_request_block_hasher(BLOCK_SIZE, hash)
+        init_none_hash(sha256)  # vLLM's default prefix-caching hash
+        _hasher = get_request_block_hasher(BLOCK_SIZE, sha256)
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
-    return Request(request_id=request_id, prompt_token_ids=[10 + len(request_id)] * prompt_len,
+    return Request(request_id=request_id, prompt_token_ids=prompt_token_ids or [10 + len(request_id)] * prompt_len,
                    sampling_params=params, pooling_params=None, arrival_time=arrival_s, priority=priority,
                    block_hasher=_hasher)
 

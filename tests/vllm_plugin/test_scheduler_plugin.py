@@ -72,19 +72,27 @@ def test_priority_preemption_frees_a_sequence_slot_vllm_leaves_taken(make, drive
 
 
 def test_priority_preemption_for_kv_blocks(make, driver, clock):
-    """The pool holds two long prompts; the important request needs one's blocks."""
-    scheduler = make(PRIORITY, num_blocks=9, max_num_seqs=4)
-    d = driver(scheduler)
-    d.add(request("low", priority=5, prompt_len=4 * BLOCK_SIZE, max_tokens=20),
-          request("mid", priority=1, prompt_len=3 * BLOCK_SIZE, max_tokens=20))
-    d.step()
-    clock.advance_ms(1000)
-    d.add(request("high", priority=0, prompt_len=3 * BLOCK_SIZE, max_tokens=2))
-    d.step()
-    assert d.preempted == ["low"] and "high" in d.admitted
-    d.run()
-    assert d.finished.index("high") < d.finished.index("low")
-    d.assert_all_returned(9)
+    """The pool holds two long prompts; the important request needs one's blocks. It waits
+    preempt_after_ms (200 by default) for blocks to free by themselves first; at 0 it preempts
+    at once."""
+    for options, wait_ms in (({}, 200), ({"preempt_after_ms": 0}, 0)):
+        scheduler = make({"optimizers": {"priority": options}}, num_blocks=9, max_num_seqs=4)
+        d = driver(scheduler)
+        # 4 and 3 blocks, each with room for 8 more tokens: nothing grows out of the pool here.
+        d.add(request("low", priority=5, prompt_len=4 * BLOCK_SIZE - 8, max_tokens=20),
+              request("mid", priority=1, prompt_len=3 * BLOCK_SIZE - 8, max_tokens=20))
+        d.step()
+        clock.advance_ms(1000)
+        d.add(request("high", priority=0, prompt_len=3 * BLOCK_SIZE, max_tokens=2))
+        if wait_ms:
+            d.step()
+            assert d.preempted == [] and "high" not in d.admitted, options
+            clock.advance_ms(wait_ms)
+        d.step()
+        assert d.preempted == ["low"] and "high" in d.admitted, options
+        d.run()
+        assert d.finished.index("high") < d.finished.index("low")
+        d.assert_all_returned(9)
 
 
 def test_victim_when_the_pool_runs_dry_is_the_least_important(make, driver, clock):

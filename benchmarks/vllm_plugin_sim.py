@@ -1,0 +1,167 @@
+"""vLLM's own scheduler on a simulated GPU: FCFS, ``--scheduling-policy priority`` and
+``optimate.vllm.Scheduler`` with the priority optimizer, on a workload TOML, each step priced by
+the step-time model of ``optimate bench --backend sim`` (a cost profile, e.g. the calibrated H200
+one) and time advanced by it.
+
+What it adds to ``optimate bench --backend sim`` (which simulates Optimate's engine): vLLM's
+admission, its recompute preemption and its prefix cache, as vLLM 0.26 runs them, so that what an
+optimizer costs inside vLLM (a preempted request prefilled again) is priced, and settings can be
+compared before a GPU run. Scheduling is asynchronous by default, as ``vllm serve`` runs it: the
+next step is scheduled while one is on the GPU, before its tokens are known (``--sync``: one at a
+time). The host's own time is left out for every scheduler alike.
+
+    tests/vllm_plugin/run.sh is the environment; from the repository root:
+    PYTHONPATH=build/python:tests/vllm_plugin .venv-vllm/bin/python benchmarks/vllm_plugin_sim.py \\
+        --workload configs/workloads/vllm-two-class-burst.toml --set workload.num_requests=1500 \\
+        --priority-options '{}' --priority-options '{"preempt_after_ms": 200}'
+
+One row per scheduler (one per --priority-options for the plugin): output tokens per simulated
+second and against the first row, the high and low classes' P99 TTFT, preemptions, and the
+prompt tokens computed again after a preemption (prefix-cache hits excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from pathlib import Path
+
+from conftest import FakeClock, VllmScheduler, build_scheduler, request, write_tiny_model
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.outputs import ModelRunnerOutput
+
+from optimate import _core
+from optimate.vllm import scheduler as plugin
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * (len(v) - 1) + 0.5))]
+
+
+def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: FakeClock, args, label: str,
+        **kw) -> dict:
+    s = build_scheduler(model_dir, num_blocks=args.blocks + 1, max_num_seqs=args.seqs,
+                        max_num_batched_tokens=args.budget, max_model_len=args.max_model_len,
+                        prefix_caching=not args.no_prefix_caching, async_scheduling=not args.sync, **kw)
+    # vLLM's engine core keeps one step in flight ahead of the one being finished when it schedules
+    # asynchronously (its batch queue of two), none otherwise.
+    depth = 1 if args.sync else 2
+    start = clock.s
+    rng = random.Random(0)
+    pending = list(workload)
+    arrival: dict[str, float] = {}
+    klass: dict[str, str] = {}
+    first_token: dict[str, float] = {}
+    finished: dict[str, float] = {}
+    high_water: dict[str, int] = {}  # the most tokens each request has had computed
+    in_flight: list[tuple] = []      # (scheduler output, ids, sampled, end of its step on the GPU)
+    gpu_free = clock.s
+    recomputed = preemptions = output_tokens = 0
+    while pending or s.has_requests() or in_flight:
+        while pending and pending[0]["arrival_s"] + start <= clock.s:
+            w = pending.pop(0)
+            ids = [rng.randrange(1000, 30000) for _ in range(w["prompt_len"])]
+            s.add_request(request(w["id"], max_tokens=w["max_tokens"], priority=w["priority"],
+                                  arrival_s=start + w["arrival_s"], prompt_token_ids=ids))
+            arrival[w["id"]] = start + w["arrival_s"]
+            klass[w["id"]] = w["priority_class"]
+        scheduled = False
+        if s.has_requests() and len(in_flight) < depth:
+            out = s.schedule()
+            preemptions += len(out.preempted_req_ids)
+            ids = list(out.num_scheduled_tokens)
+            if ids:
+                seqs, sampled = [], []
+                for rid in ids:
+                    r = s.requests[rid]
+                    n = out.num_scheduled_tokens[rid]
+                    context = r.num_computed_tokens - n  # the scheduler already advanced it
+                    recomputed += max(min(high_water.get(rid, 0), r.num_computed_tokens) - context, 0)
+                    high_water[rid] = max(high_water.get(rid, 0), r.num_computed_tokens)
+                    seqs.append((n, context))
+                    sampled.append([7] if r.num_computed_tokens >= r.num_tokens else [])
+                gpu_free = max(gpu_free, clock.s) + cost.step_seconds(seqs)
+                in_flight.append((out, ids, sampled, gpu_free))
+                scheduled = True
+            elif not in_flight:
+                s.update_from_output(out, ModelRunnerOutput(req_ids=[], req_id_to_index={}, sampled_token_ids=[]))
+        if scheduled and len(in_flight) < depth:
+            continue  # schedule the next step while this one runs
+        if in_flight:
+            out, ids, sampled, end = in_flight.pop(0)
+            clock.ns = max(clock.ns, int(end * 1e9))
+            runner = ModelRunnerOutput(req_ids=ids, req_id_to_index={rid: i for i, rid in enumerate(ids)},
+                                       sampled_token_ids=sampled)
+            for rid, tokens in zip(ids, sampled):
+                if tokens and rid not in finished:
+                    output_tokens += 1
+                    first_token.setdefault(rid, clock.s)
+            for eco in s.update_from_output(out, runner).values():
+                for o in eco.outputs:
+                    if o.finish_reason is not None:
+                        finished[o.request_id] = clock.s
+        elif pending:  # idle, or nothing fits until something arrives
+            clock.ns = max(clock.ns + 1_000_000, int((pending[0]["arrival_s"] + start) * 1e9))
+        elif s.has_requests():
+            raise AssertionError(f"{label}: requests left that no step schedules: {list(s.requests)}")
+    assert len(finished) == len(workload), f"{label}: {len(workload) - len(finished)} requests never finished"
+    duration = max(finished.values()) - start
+    ttft = {c: [first_token[r] - arrival[r] for r in arrival if klass[r] == c] for c in set(klass.values())}
+    return {"scheduler": label, "throughput": output_tokens / duration, "duration_s": duration,
+            "ttft_p99_ms": {c: percentile(v, 0.99) * 1e3 for c, v in ttft.items()},
+            "preemptions": preemptions, "recomputed_tokens": recomputed}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="configs/workloads/vllm-two-class-burst.toml")
+    p.add_argument("--set", action="append", default=[], help="workload.KEY=VALUE")
+    p.add_argument("--profile", default="profiles/h200-llama3-8b-calibrated.json")
+    p.add_argument("--seqs", type=int, default=64, help="max_num_seqs")
+    p.add_argument("--blocks", type=int, default=2048, help="KV blocks of 16 tokens (4 GiB of Llama-3-8B)")
+    p.add_argument("--budget", type=int, default=8192, help="max_num_batched_tokens")
+    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--sync", action="store_true", help="vLLM's synchronous scheduling (default: asynchronous, "
+                   "vllm serve's default)")
+    p.add_argument("--priority-options", action="append", default=None,
+                   help="the priority optimizer's options as JSON, one plugin row each (default: {})")
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args()
+    workload = _core.workload_requests(args.workload, args.set)
+    cost = _core.CostModel(args.profile)
+    clock = FakeClock()
+    plugin.OptimizersMixin.clock_ns = staticmethod(clock)
+    plugin.OptimizersMixin.guard_clock_ns = staticmethod(clock)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        model_dir = write_tiny_model(Path(d))
+        vllm_cls = VllmScheduler if args.sync else AsyncScheduler
+        rows.append(run(model_dir, workload, cost, clock, args, "vLLM FCFS", cls=vllm_cls))
+        rows.append(run(model_dir, workload, cost, clock, args, "vLLM priority", cls=vllm_cls, policy="priority"))
+        for options in args.priority_options or ["{}"]:
+            rows.append(run(model_dir, workload, cost, clock, args, f"vLLM + Optimate priority {options}",
+                            optimate={"optimizers": {"priority": json.loads(options)}}))
+    base = rows[0]["throughput"]
+    classes = sorted(rows[0]["ttft_p99_ms"])
+    print(f"{len(workload)} requests of {args.workload} on {cost.device} (simulated), {args.seqs} sequences, "
+          f"{args.blocks} blocks, budget {args.budget}")
+    print("| scheduler | out tok/s | vs FCFS | " + " | ".join(f"{c} P99 TTFT (ms)" for c in classes) +
+          " | preemptions | prompt tokens recomputed |")
+    print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|")
+    for r in rows:
+        vs = "" if r is rows[0] else f"{100 * (r['throughput'] / base - 1):+.1f}%"
+        print(f"| {r['scheduler']} | {r['throughput']:,.0f} | {vs} | " +
+              " | ".join(f"{r['ttft_p99_ms'][c]:,.0f}" for c in classes) +
+              f" | {r['preemptions']} | {r['recomputed_tokens']:,} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
