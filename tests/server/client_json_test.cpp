@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <string>
 
 #include "server/api_error.h"
@@ -99,20 +100,26 @@ TEST(ClientJson, SyntaxErrorsAndBadUtf8SayWhereWithoutQuotingTheInput) {
 
 TEST(ClientJson, CostIsLinearInTheNumberOfKeys) {
   // nlohmann's ordered_json searches an object's keys on every insert: 200x the keys cost
-  // 40,000x the time (14 s for 100,000 keys). Linear parsing costs about 200x; the bound
-  // leaves room for cache effects and a busy machine, and is far below quadratic.
+  // 40,000x the time (14 s for 100,000 keys). Linear parsing costs about 200x, up to 1,250x seen
+  // on a loaded 2-core machine (a 200,000-key object's allocations outgrow the caches); the
+  // bound, the best of three parses against the mean of many small ones, stays 8x below
+  // quadratic.
   const std::string small = object_with_keys(1'000);
   const std::string large = object_with_keys(200'000);
   constexpr int kSmallRepeats = 200;
   double start = thread_cpu_s();
   for (int i = 0; i < kSmallRepeats; ++i) ASSERT_TRUE(try_parse_client_json(small));
   const double small_s = (thread_cpu_s() - start) / kSmallRepeats;
-  start = thread_cpu_s();
-  auto parsed = try_parse_client_json(large);
-  const double large_s = thread_cpu_s() - start;
-  ASSERT_TRUE(parsed);
-  EXPECT_EQ((*parsed)["ignored"].size(), 200'000u);
-  EXPECT_LT(large_s / small_s, 1'000.0) << "1,000 keys: " << small_s << " s, 200,000 keys: " << large_s << " s";
+  double large_s = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    start = thread_cpu_s();
+    auto parsed = try_parse_client_json(large);
+    const double s = thread_cpu_s() - start;
+    large_s = i == 0 ? s : std::min(large_s, s);
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ((*parsed)["ignored"].size(), 200'000u);
+  }
+  EXPECT_LT(large_s / small_s, 5'000.0) << "1,000 keys: " << small_s << " s, 200,000 keys: " << large_s << " s";
 }
 
 }  // namespace
