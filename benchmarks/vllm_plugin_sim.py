@@ -13,18 +13,17 @@ time). The host's own time is left out for every scheduler alike.
     tests/vllm_plugin/run.sh is the environment; from the repository root:
     PYTHONPATH=build/python:tests/vllm_plugin .venv-vllm/bin/python benchmarks/vllm_plugin_sim.py \\
         --workload configs/workloads/vllm-two-class-burst.toml --set workload.num_requests=1500 \\
-        --priority-options '{}' --priority-options '{"preempt_after_ms": 200}'
+        --priority-options '{}' --priority-options '{"preempt_after_ms": 0}'
 
 One row per scheduler (one per --priority-options for the plugin): output tokens per simulated
-second and against the first row, the high and low classes' P99 TTFT, preemptions, and the
-prompt tokens computed again after a preemption (prefix-cache hits excluded).
+second and against the first row, each class's P99 TTFT, preemptions, and the tokens (prompt
+and output so far) computed again after a preemption (prefix-cache hits excluded).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import tempfile
 from pathlib import Path
 
@@ -52,7 +51,6 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     # asynchronously (its batch queue of two), none otherwise.
     depth = 1 if args.sync else 2
     start = clock.s
-    rng = random.Random(0)
     pending = list(workload)
     arrival: dict[str, float] = {}
     klass: dict[str, str] = {}
@@ -65,9 +63,8 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     while pending or s.has_requests() or in_flight:
         while pending and pending[0]["arrival_s"] + start <= clock.s:
             w = pending.pop(0)
-            ids = [rng.randrange(1000, 30000) for _ in range(w["prompt_len"])]
             s.add_request(request(w["id"], max_tokens=w["max_tokens"], priority=w["priority"],
-                                  arrival_s=start + w["arrival_s"], prompt_token_ids=ids))
+                                  arrival_s=start + w["arrival_s"], prompt_token_ids=w["prompt_token_ids"]))
             arrival[w["id"]] = start + w["arrival_s"]
             klass[w["id"]] = w["priority_class"]
         scheduled = False
@@ -152,7 +149,7 @@ def main() -> None:
     print(f"{len(workload)} requests of {args.workload} on {cost.device} (simulated), {args.seqs} sequences, "
           f"{args.blocks} blocks, budget {args.budget}")
     print("| scheduler | out tok/s | vs FCFS | " + " | ".join(f"{c} P99 TTFT (ms)" for c in classes) +
-          " | preemptions | prompt tokens recomputed |")
+          " | preemptions | tokens recomputed |")
     print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|")
     for r in rows:
         vs = "" if r is rows[0] else f"{100 * (r['throughput'] / base - 1):+.1f}%"

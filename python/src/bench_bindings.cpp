@@ -17,7 +17,8 @@ namespace optimate::python {
 namespace {
 
 // The requests of a workload TOML (configs/workloads/*.toml) with "workload.KEY=VALUE"
-// overrides, as `optimate bench` draws them: one dict per request, in arrival order.
+// overrides, as `optimate bench` draws them: one dict per request, in arrival order, with the
+// prompt's token ids.
 nb::list workload_requests(const std::string& path, const std::vector<std::string>& overrides) {
   const bench::Workload w = bench::build_workload(bench::load_workload_spec(path, overrides));
   if (w.spec.conversation || w.spec.trace)
@@ -28,6 +29,7 @@ nb::list workload_requests(const std::string& path, const std::vector<std::strin
     d["id"] = r.id;
     d["arrival_s"] = r.arrival_s;
     d["prompt_len"] = r.prompt_len;
+    d["prompt_token_ids"] = r.prompt_token_ids;  // prefix groups share their first tokens
     d["max_tokens"] = r.max_tokens;
     d["priority"] = r.priority;
     d["priority_class"] = r.priority_class;

@@ -38,11 +38,12 @@ struct PriorityOptions {
   // however long the overload lasts.
   double overdue_share = 0.1;
   bool preempt = true;           // preempt a less important running request for a blocked one
-  // A request blocked for KV blocks preempts only once it has waited this long since it
-  // arrived (0: at once): running requests that finish meanwhile free what it needs, while a
-  // victim's blocks go to it and are reused, so the victim's whole context is computed again.
-  // Blocked for a sequence slot it preempts at once: the pool has room, and with prefix caching
-  // the victim's blocks stay cached until it resumes.
+  // A request short of KV blocks (blocked for them, or for a slot with too few blocks free as
+  // well) preempts only once it has waited this long since it arrived (0: at once): running
+  // requests that finish meanwhile free what it needs, while a victim's blocks go to it and are
+  // reused, so the victim's whole context is computed again. Blocked for a sequence slot alone
+  // it preempts at once: the pool has room, and with prefix caching the victim's blocks stay
+  // cached until it resumes.
   double preempt_after_ms = 200.0;
   double min_run_ms = 500.0;     // a (re)admitted request is not preempted for this long
   bool choose_victims = true;    // also pick the least important victim when KV runs dry

@@ -147,11 +147,6 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
   OPTIMATE_CHECK(waiting_index >= 0 && waiting_index < static_cast<int64_t>(view.waiting.size()),
                  "preempt_for: waiting index {} of {}", waiting_index, view.waiting.size());
   const RequestView& w = view.waiting[waiting_index];
-  if (blocked_on == BlockedOn::kKvBlocks &&
-      static_cast<double>(view.now_ns - w.arrival_ns) < options_.preempt_after_ms * 1e6) {
-    ++deferred_;
-    return std::nullopt;
-  }
   const int64_t level = options_.level_of(w.metadata.priority);
   // Candidates: strictly less important, not just (re)admitted, and not admitted past their
   // deadline (the starvation bound would mean nothing if they could be evicted again).
@@ -171,17 +166,25 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
     if (refused) ++refused_min_run_;
     return std::nullopt;
   }
+  // The blocks the request's next chunk needs (an upper bound: prefix-cache hits not counted).
+  const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
+  const int64_t need = ceil_div(std::min(w.num_prompt_tokens + w.num_output_tokens,
+                                         std::max<int64_t>(1, view.token_budget_left)), bs);
+  // Short of KV (blocked for blocks, or for a slot with too few blocks free as well), a victim's
+  // blocks go to the request and the victim is computed again: wait preempt_after_ms first.
+  if ((blocked_on == BlockedOn::kKvBlocks || need > view.kv.num_free_blocks) &&
+      static_cast<double>(view.now_ns - w.arrival_ns) < options_.preempt_after_ms * 1e6) {
+    ++deferred_;
+    return std::nullopt;
+  }
   std::sort(candidates.begin(), candidates.end(), [&](int64_t a, int64_t b) {
     return better_victim(options_, view.running[a], view.running[b]);
   });
   if (blocked_on == BlockedOn::kKvBlocks) {
     // Only preempt when the candidates can free enough for the request's next chunk.
-    const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
-    const int64_t tokens = std::min(w.num_prompt_tokens + w.num_output_tokens,
-                                    std::max<int64_t>(1, view.token_budget_left));
     int64_t reachable = view.kv.num_free_blocks;
     for (int64_t c : candidates) reachable += view.running[c].num_blocks;
-    if (reachable < ceil_div(tokens, bs)) return std::nullopt;
+    if (reachable < need) return std::nullopt;
   }
   const int64_t victim = candidates.front();
   const RequestView& v = view.running[victim];

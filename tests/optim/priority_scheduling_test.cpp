@@ -192,28 +192,32 @@ TEST(PriorityScheduling, PreemptsForMoreImportantWhenKvBlocksRunOut) {
   EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 16);
 }
 
-TEST(PriorityScheduling, ARequestBlockedForKvBlocksPreemptsOnlyAfterPreemptAfterMs) {
+TEST(PriorityScheduling, ARequestShortOfKvBlocksPreemptsOnlyAfterPreemptAfterMs) {
   // 20 blocks of 4 tokens; the two low requests hold 7 blocks each after their prefill, 8 as
-  // they decode, and the high one needs 10.
-  SchedHarness h(config(8, 20), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 40.0}})}),
-                 kStepNs);
-  h.add("low-a", 27, 50, 0);
-  h.add("low-b", 27, 50, 0);
-  h.step();
-  h.add("high", 40, 20, 3);
-  // Steps of 10 ms: for the first 30 ms of its wait the running requests keep their blocks.
-  for (int i = 0; i < 3; ++i) {
+  // they decode, and the high one needs 10. With 2 sequence slots it is blocked for a slot
+  // first, and would still be short of blocks: it waits all the same.
+  for (const int64_t max_num_seqs : {8, 2}) {
+    SCOPED_TRACE(max_num_seqs);
+    SchedHarness h(config(max_num_seqs, 20),
+                   build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 40.0}})}), kStepNs);
+    h.add("low-a", 27, 50, 0);
+    h.add("low-b", 27, 50, 0);
     h.step();
-    ASSERT_TRUE(h.waiting("high")) << "step " << i;
-    ASSERT_TRUE(h.running("low-a") && h.running("low-b")) << "step " << i;
+    h.add("high", 40, 20, 3);
+    // Steps of 10 ms: for the first 30 ms of its wait the running requests keep their blocks.
+    for (int i = 0; i < 3; ++i) {
+      h.step();
+      ASSERT_TRUE(h.waiting("high")) << "step " << i;
+      ASSERT_TRUE(h.running("low-a") && h.running("low-b")) << "step " << i;
+    }
+    EXPECT_GT(counter(queue_policy(h), "preemptions_deferred"), 0);
+    for (int i = 0; i < 3 && !h.running("high"); ++i) h.step();
+    EXPECT_TRUE(h.running("high"));
+    EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks") +
+                  counter(queue_policy(h), "preemptions_for_max_num_seqs"), 1);
+    while (h.scheduler().has_unfinished()) h.step();
+    EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 20);
   }
-  EXPECT_GT(counter(queue_policy(h), "preemptions_deferred"), 0);
-  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 0);
-  for (int i = 0; i < 3 && !h.running("high"); ++i) h.step();
-  EXPECT_TRUE(h.running("high"));
-  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 1);
-  while (h.scheduler().has_unfinished()) h.step();
-  EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 20);
 }
 
 TEST(PriorityScheduling, TheVictimIsTheLeastImportantRequestWithTheLeastWorkToRedo) {
