@@ -186,7 +186,21 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
     for (int64_t c : candidates) reachable += view.running[c].num_blocks;
     if (reachable < need) return std::nullopt;
   }
-  const int64_t victim = candidates.front();
+  int64_t victim = candidates.front();
+  const int64_t deficit = need - view.kv.num_free_blocks;
+  if (deficit > 0) {
+    // Short of blocks: of the least important level, the victim with the least work to redo
+    // that covers the shortage alone, rather than several smaller ones.
+    const int64_t lowest = options_.level_of(view.running[victim].metadata.priority);
+    for (int64_t c : candidates) {
+      const RequestView& r = view.running[c];
+      if (options_.level_of(r.metadata.priority) != lowest) break;
+      if (r.num_blocks >= deficit) {
+        victim = c;
+        break;
+      }
+    }
+  }
   const RequestView& v = view.running[victim];
   (blocked_on == BlockedOn::kKvBlocks ? preempted_for_kv_ : preempted_for_slots_)++;
   spdlog::debug("priority: preempting '{}' ({}) for '{}' ({}): {}", v.request_id,

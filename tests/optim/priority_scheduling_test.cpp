@@ -235,6 +235,25 @@ TEST(PriorityScheduling, TheVictimIsTheLeastImportantRequestWithTheLeastWorkToRe
   EXPECT_TRUE(h.running("low-new-long"));
 }
 
+TEST(PriorityScheduling, AShortageOfBlocksTakesOneVictimThatCoversIt) {
+  // 24 blocks of 4 tokens: the small low request holds 2, the big one 10, 12 are free, and the
+  // high one needs 15. The small one alone would not make room; the big one does.
+  SchedHarness h(config(8, 24), build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 0.0}})}),
+                 kStepNs);
+  h.add("low-small", 6, 20, 0);
+  h.add("low-big", 38, 20, 0);
+  h.step();
+  ASSERT_TRUE(h.running("low-small") && h.running("low-big"));
+  h.add("high", 60, 4, 3);
+  const auto plan = h.step();
+  EXPECT_TRUE(h.running("high"));
+  EXPECT_EQ(plan.preempted.size(), 1u);
+  EXPECT_TRUE(h.waiting("low-big"));
+  EXPECT_TRUE(h.running("low-small"));
+  while (h.scheduler().has_unfinished()) h.step();
+  EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 24);
+}
+
 TEST(PriorityScheduling, RecentlyAdmittedRequestsAreNotPreemptedAgain) {
   SchedHarness h(config(1), build_optimizers({priority({{"min_run_ms", 100.0}})}), kStepNs);
   h.add("low", 8, 50, 0);
