@@ -182,9 +182,6 @@ void run_serve(ServeOptions& o) {
       o.get_load_format == "sglang" ? server::LoadFormat::kSglang : server::LoadFormat::kVllm;
   api_options.grammar.num_threads = o.grammar_threads;
   api_options.grammar.timeout_s = o.grammar_timeout_s;
-  server::ServingApi api(backend, registry, metrics, clock, api_options);
-  api.add_routes(router);
-
   server::HttpOptions http_options;
   http_options.host = o.host;
   http_options.port = o.port;
@@ -196,7 +193,11 @@ void run_serve(ServeOptions& o) {
   http_options.cors.allowed_headers = server::parse_cors_list("--allowed-headers", o.allowed_headers);
   http_options.cors.allow_credentials = o.allow_credentials;
   http_options.access_log = o.access_log;
+  // Built before the API and so destroyed after it: a grammar compile still running at
+  // shutdown lets go of its client's connection while the server's event loop exists.
   server::HttpServer http(http_options, router);
+  server::ServingApi api(backend, registry, metrics, clock, api_options);
+  api.add_routes(router);
   http.start();
   std::fprintf(stderr, "optimate serve: %s on http://%s:%u (max_model_len %lld)\n", served_name.c_str(),
                o.host.c_str(), static_cast<unsigned>(http.port()),

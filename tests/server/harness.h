@@ -11,16 +11,19 @@
 
 namespace optimate::server::testing {
 
+// The server is built first and destroyed last: whatever still holds a connection when the
+// test ends (a grammar compile's waiter, a backend stream) lets go of it while the server's
+// event loop, which the connection's timers belong to, still exists. Its threads stop first.
 struct Harness {
   explicit Harness(std::string api_key = {}, int64_t max_queued = -1)
       : Harness(std::move(api_key), ApiOptions{max_queued, "9.9.9"}, options()) {}
   Harness(std::string api_key, ApiOptions api_options, HttpOptions http_options)
-      : metrics(registry, "fake-model", 64), router(std::move(api_key)),
-        api(backend, registry, metrics, clock, std::move(api_options)),
-        server(std::move(http_options), router) {
+      : router(std::move(api_key)), server(std::move(http_options), router), metrics(registry, "fake-model", 64),
+        api(backend, registry, metrics, clock, std::move(api_options)) {
     api.add_routes(router);
     server.start();
   }
+  ~Harness() { server.stop(); }
   static HttpOptions options() {
     HttpOptions o;
     o.host = "127.0.0.1";
@@ -31,13 +34,13 @@ struct Harness {
   }
   uint16_t port() const { return server.port(); }
 
+  Router router;
+  HttpServer server;
   FakeBackend backend;
   SteadyClock clock;
   metrics::Registry registry;
   metrics::ServingMetrics metrics;
-  Router router;
   ServingApi api;
-  HttpServer server;
 };
 
 }  // namespace optimate::server::testing
