@@ -91,7 +91,12 @@ for s in "${servers[@]}"; do targets+=(--url "http://127.0.0.1:${port[$s]}" --la
 (cd "$root" && "$bin" bench --workload configs/workloads/vllm-two-class-burst.toml "${targets[@]}" \
    --served-model-name llama3-dummy --out "$out/bench" ${BENCH_FLAGS:-}) >"$out/bench.log" 2>&1 || status=1
 curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-after.json"
-curl -s "http://127.0.0.1:${port[optimate]}/metrics" | grep '^optimate:' >"$out/optimate-metrics.txt"
+[[ " ${servers[*]} " == *" optimate "* ]] &&
+  curl -s "http://127.0.0.1:${port[optimate]}/metrics" | grep '^optimate:' >"$out/optimate-metrics.txt"
+# vLLM's own preemption count on each server (recompute preemptions, whoever chose the victim).
+for s in "${servers[@]}"; do
+  echo "$s $(curl -s "http://127.0.0.1:${port[$s]}/metrics" | grep '^vllm:num_preemptions_total' | awk '{n += $NF} END {print n + 0}')"
+done >"$out/vllm-preemptions.txt"
 
 # 4. The table.
 "$py" - "$out/bench/report.json" <<'PY' || status=1

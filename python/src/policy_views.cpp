@@ -14,29 +14,37 @@
 namespace optimate::python {
 
 OwnedSchedulerView::OwnedSchedulerView(const optim::SchedulerView& view) : optim::SchedulerView(view) {
-  waiting_items = copy_requests(view.waiting);
-  running_items = copy_requests(view.running);
+  waiting_items = copy_requests(view.waiting, waiting_ids_);
+  running_items = copy_requests(view.running, running_ids_);
   point_spans();
 }
 
-std::vector<optim::RequestView> OwnedSchedulerView::copy_requests(std::span<const optim::RequestView> from) {
+std::vector<optim::RequestView> OwnedSchedulerView::copy_requests(std::span<const optim::RequestView> from,
+                                                                  std::deque<std::string>& ids) {
   std::vector<optim::RequestView> out(from.begin(), from.end());
-  for (optim::RequestView& r : out) r.request_id = ids_.emplace_back(r.request_id);
+  for (optim::RequestView& r : out) r.request_id = ids.emplace_back(r.request_id);
   return out;
 }
 
+void OwnedSchedulerView::fill(const std::vector<RequestRow>& rows, std::vector<optim::RequestView>& into,
+                              std::deque<std::string>& ids) {
+  ids.clear();
+  into.clear();
+  into.reserve(rows.size());
+  for (const RequestRow& row : rows) {
+    optim::RequestView& r = into.emplace_back(row.fields);
+    r.request_id = ids.emplace_back(row.request_id);
+  }
+}
+
 void OwnedSchedulerView::set_queues(const std::vector<RequestRow>& waiting, const std::vector<RequestRow>& running) {
-  ids_.clear();
-  auto fill = [&](const std::vector<RequestRow>& rows, std::vector<optim::RequestView>& into) {
-    into.clear();
-    into.reserve(rows.size());
-    for (const RequestRow& row : rows) {
-      optim::RequestView& r = into.emplace_back(row.fields);
-      r.request_id = ids_.emplace_back(row.request_id);
-    }
-  };
-  fill(waiting, waiting_items);
-  fill(running, running_items);
+  fill(waiting, waiting_items, waiting_ids_);
+  fill(running, running_items, running_ids_);
+  point_spans();
+}
+
+void OwnedSchedulerView::set_running(const std::vector<RequestRow>& running) {
+  fill(running, running_items, running_ids_);
   point_spans();
 }
 
@@ -217,6 +225,9 @@ void bind_scheduler_view(nb::module_& m) {
           },
           nb::arg("waiting"), nb::arg("running"),
           "Replaces the queues: each a list of tuples (request_id, then REQUEST_ROW_FIELDS in order).")
+      .def(
+          "set_running", [](O& v, nb::handle running) { v.set_running(parse_rows(running, "running")); },
+          nb::arg("running"), "Replaces the running queue alone, rows as in set_queues; the waiting queue stays.")
       .def_rw("kv", &S::kv)
       .def_rw("max_num_seqs", &S::max_num_seqs)
       .def_rw("max_num_batched_tokens", &S::max_num_batched_tokens)

@@ -56,6 +56,8 @@ class OwnedSchedulerView : public optim::SchedulerView {
 
   // Replaces the queues (their ids are copied into the view's storage).
   void set_queues(const std::vector<RequestRow>& waiting, const std::vector<RequestRow>& running);
+  // Replaces the running queue alone: a front end whose waiting queue did not change keeps it.
+  void set_running(const std::vector<RequestRow>& running);
   // The view with its spans on the queues as they are now (Python may have changed the lists).
   const optim::SchedulerView& refreshed() {
     point_spans();
@@ -66,10 +68,15 @@ class OwnedSchedulerView : public optim::SchedulerView {
   std::vector<optim::RequestView> running_items;
 
  private:
-  std::vector<optim::RequestView> copy_requests(std::span<const optim::RequestView> from);
+  static std::vector<optim::RequestView> copy_requests(std::span<const optim::RequestView> from,
+                                                       std::deque<std::string>& ids);
+  static void fill(const std::vector<RequestRow>& rows, std::vector<optim::RequestView>& into,
+                   std::deque<std::string>& ids);
   void point_spans();
 
-  std::deque<std::string> ids_;  // a deque: appending never moves the ids views point into
+  // Each queue's ids; deques: appending never moves the ids the views point into.
+  std::deque<std::string> waiting_ids_;
+  std::deque<std::string> running_ids_;
 };
 
 // A front end's metadata mapping ({"priority": p, ...}, or None) as the engine's record: the

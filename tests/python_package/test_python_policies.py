@@ -152,6 +152,12 @@ def test_scheduler_view_can_be_built_in_python():
     assert view.running[0].num_kv_bytes == 4096 and view.running[0].scheduled_this_step
     with pytest.raises(ValueError, match="waiting\\[0\\]"):
         view.set_queues([("w", 1)], [])
+    # A front end whose waiting queue did not change replaces the running rows alone.
+    view.set_running([("r2", 5, 0, 3, 30, 4, 0, 4, 8, 1, 1, 0, 0, 40, False)])
+    assert [r.request_id for r in view.waiting] == ["w"] and view.waiting[0].priority == 2
+    assert [r.request_id for r in view.running] == ["r2"] and view.running[0].admitted_ns == 40
+    with pytest.raises(ValueError, match="running\\[0\\]"):
+        view.set_running([("r", 1)])
 
 
 def test_python_policy_name_must_be_new(model):

@@ -25,6 +25,33 @@ def test_admission_order_follows_priority_where_vllm_fcfs_does_not(make, driver)
     assert run(make(PRIORITY, max_num_seqs=1)) == ["high", "low-a", "low-b"]
 
 
+def test_a_long_queue_keeps_its_order_and_gives_up_only_whom_vllm_admitted(make, driver):
+    """Far more requests wait than vLLM can admit in a step (its step sees the head of the
+    policy's order alone): after each step the waiting queue is every request not yet admitted,
+    in arrival order, and the admissions follow priority, then arrival, as vLLM's priority
+    policy admits them."""
+
+    def run(scheduler, queue_in_arrival_order):
+        d = driver(scheduler)
+        arrivals = [request(f"low-{i:02d}", priority=5, max_tokens=3) for i in range(30)]
+        arrivals += [request(f"high-{i}", priority=0, max_tokens=3) for i in range(3)]
+        arrivals += [request(f"low-{i:02d}", priority=5, max_tokens=3) for i in range(30, 60)]
+        d.add(*arrivals)
+        for _ in range(3):
+            d.step()
+            if queue_in_arrival_order:  # vLLM's priority queue is a heap
+                waiting = [r.request_id for r in scheduler.waiting]
+                assert waiting == [r.request_id for r in arrivals if r.request_id not in d.admitted]
+        d.run()
+        d.assert_all_returned(64)
+        assert sorted(d.finished) == sorted(r.request_id for r in arrivals)
+        return d.admitted
+
+    expected = run(make(cls=VllmScheduler, max_num_seqs=2, policy="priority"), False)
+    assert expected[:3] == ["high-0", "high-1", "high-2"]
+    assert run(make(PRIORITY, max_num_seqs=2), True) == expected
+
+
 def test_the_max_wait_bound_admits_a_starving_request(make, driver, clock):
     """A steady stream of important requests: vLLM's priority policy never admits the
     unimportant one while they keep coming; the priority optimizer admits it once it has waited

@@ -2,9 +2,9 @@
 running requests give way to them.
 
 The policies decide on a view of vLLM's queues; vLLM's own scheduling loop then admits from its
-waiting queue, which for the step holds exactly the admissible requests in the policy's order
-(vLLM admits from the front and stops at the first that does not fit, as Optimate's scheduler
-does). The rest are set aside and put back after the step.
+waiting queue, which for the step holds the head of the policy's order: as many requests as
+vLLM could admit (vLLM admits from the front and stops at the first that does not fit, as
+Optimate's scheduler does). The full queue stays as it was and is given back after the step.
 
 Priority preemption of a running request for a blocked waiting one happens here, through vLLM's
 own preemption (``_preempt_request``), before vLLM's loop runs: Optimate's scheduler asks when
@@ -37,7 +37,6 @@ class Capacity:
 @dataclasses.dataclass
 class AdmissionPlan:
     order: list          # the waiting requests vLLM may admit this step, in order
-    set_aside: list      # the others, put back after the step
     victims: list        # running requests preempted for blocked ones
     held: bool = False   # a batch policy held every new request back
 
@@ -82,33 +81,31 @@ class Admission:
         if batch_policy and waiting:
             decision = self.host.decide(self.view(waiting, capacity.free_blocks, capacity.token_budget))
             if not decision.admit_waiting:
-                return AdmissionPlan([], list(waiting), [], held=True)
+                return AdmissionPlan([], [], held=True)
         if not queue_policy:
-            return AdmissionPlan(vllm_order(waiting), [], [])
+            return AdmissionPlan(vllm_order(waiting), [])
         if not waiting:
-            return AdmissionPlan([], [], [])
+            return AdmissionPlan([], [])
         view = self.view(waiting, capacity.free_blocks, capacity.token_budget)
         indices = self.host.order_waiting(view)
         order = [waiting[i] for i in indices]
-        chosen = {id(r) for r in order}
-        set_aside = [r for r in waiting if id(r) not in chosen]
-        victims = self._preempt_for_blocked(order, waiting, running, capacity, view)
-        return AdmissionPlan(order, set_aside, victims)
+        victims = self._preempt_for_blocked(indices, waiting, running, capacity, view)
+        return AdmissionPlan(order, victims)
 
-    def _preempt_for_blocked(self, order: list, waiting: list, running: list, capacity: Capacity, view) -> list:
-        """Walks the order as vLLM will admit it; where a request does not fit, asks the queue
-        policy for a victim until it fits or the policy declines, and stops there (vLLM admits
-        nothing past a request that does not fit). `view` is the order's view, still current
-        until something changes."""
+    def _preempt_for_blocked(self, indices: list, waiting: list, running: list, capacity: Capacity, view) -> list:
+        """Walks the order (`indices` into `waiting`) as vLLM will admit it; where a request
+        does not fit, asks the queue policy for a victim until it fits or the policy declines,
+        and stops there (vLLM admits nothing past a request that does not fit). `view` is the
+        order's view, still current until something changes."""
         victims = []
         slots, free, budget = capacity.free_slots, capacity.free_blocks, capacity.token_budget
-        for request in order:
+        for index in indices:
             if budget <= 0:
                 break
+            request = waiting[index]
             need = blocks_to_admit(request, budget, self.block_size, self.lookahead, self.full_sequence)
             while slots <= 0 or need > free:
                 blocked_on = "max_num_seqs" if slots <= 0 else "kv_blocks"
-                index = next(i for i, r in enumerate(waiting) if r is request)
                 if view is None:
                     view = self.view(waiting, free, budget)
                 else:

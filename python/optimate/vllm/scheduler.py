@@ -39,6 +39,10 @@ from optimate.vllm.views import PRIORITY_ORDER, ViewBuilder, metrics_view
 
 logger = logging.getLogger("optimate.vllm")
 
+#: Requests past the free slots in a step's queue: vLLM passes over some without admitting them
+#: (a LoRA limit, a status that moves them to its skipped queue) and takes the next.
+HEAD_MARGIN = 16
+
 
 class OptimizersMixin:
     """The optimizers' side of the scheduler; mixed into vLLM's Scheduler and AsyncScheduler."""
@@ -65,6 +69,7 @@ class OptimizersMixin:
         self.optimate_stats = StepStats(self.optimate_host, self._optimate_views)
         self._optimate_next_tick_ns = 0
         self._optimate_failed = False
+        self._optimate_step_waiting = None  # the queue as it was before the step, while it runs
         logger.info("optimate: optimizers %s (from %s)",
                     ", ".join(n + ("" if on else " (disabled)") for n, _, on in config.optimizers) or "none",
                     config.source)
@@ -187,7 +192,8 @@ class OptimizersMixin:
 
     def _optimate_prepare(self, now: int):
         host = self.optimate_host
-        waiting = list(self.waiting)
+        queue = self.waiting
+        waiting = list(queue)
         budget = self.max_num_scheduled_tokens
         growth_blocks, growth_tokens = running_growth(self.running, budget, self.block_size,
                                                       self.num_lookahead_tokens, self._optimate_views.num_blocks)
@@ -197,40 +203,56 @@ class OptimizersMixin:
             token_budget=budget - growth_tokens)
         plan = self._optimate_admission.plan(waiting, self.running, capacity, batch_policy=bool(host.owner("batch")),
                                     queue_policy=bool(host.owner("queue")), vllm_order=self._optimate_vllm_order)
-        plan.snapshot = waiting
-        # vLLM's loop admits from this queue: the step's order, and nothing set aside.
-        self.waiting.clear()
-        for r in plan.order:
-            self.waiting.add_request(r)
+        self._optimate_step_waiting = waiting
+        # vLLM's loop admits from a queue of this step's own: the head of the order, as many as
+        # it has slots for and a margin for the ones it passes over. The full queue waits aside,
+        # unchanged (the victims above left it), and comes back after the step.
+        room = max(self.max_num_running_reqs - len(self.running), 0)
+        head = plan.order[:room + HEAD_MARGIN] if room > 0 else []
+        plan.queue = queue
+        plan.head_ids = set(map(id, head))
+        self.waiting = create_request_queue(SchedulingPolicy.FCFS)
+        self.waiting.extend(head)
         if host.owner("preempt"):
             self.running = RunningList(self.running, self._optimate_choose_victim)
         return plan
 
     def _optimate_finish(self, plan) -> None:
-        """Puts the waiting queue back: requests preempted for this step first (vLLM's own
-        place for them), then the rest in the order they had."""
+        """Puts the waiting queue back: requests preempted in this step first (vLLM's own place
+        for them), then the rest in the order they had, less those the step took."""
+        self._optimate_step_waiting = None
         if isinstance(self.running, RunningList):
             self.running = list(self.running)
-        current = list(self.waiting)
-        before = {id(r) for r in plan.snapshot}
-        still = {id(r) for r in current} | {id(r) for r in plan.set_aside}
-        preempted = [r for r in current if id(r) not in before] + plan.victims
-        self.waiting.clear()
-        for r in preempted + [r for r in plan.snapshot if id(r) in still]:
-            self.waiting.add_request(r)
+        step_queue, queue = self.waiting, plan.queue
+        self.waiting = queue
+        current = set(map(id, step_queue))
+        preempted = [r for r in step_queue if id(r) not in plan.head_ids]  # (the plan's victims are in `queue`)
+        taken = plan.head_ids - current  # admitted, or moved to vLLM's skipped queue
+        if taken:
+            rest = [r for r in queue if id(r) not in taken]
+            queue.clear()
+            queue.extend(rest)
+        if preempted:
+            queue.extendleft(reversed(preempted))
+
+    def _optimate_step_view_waiting(self) -> list:
+        """The waiting requests a policy sees during vLLM's step: the queue before the step."""
+        step = self._optimate_step_waiting
+        return step if step is not None else list(self.waiting)
 
     def _optimate_choose_victim(self, running: list, candidates: list) -> int:
-        view = self._optimate_view_of(list(self.waiting), self._optimate_free_blocks(), 0, running=running)
+        view = self._optimate_view_of(self._optimate_step_view_waiting(), self._optimate_free_blocks(), 0,
+                                      running=running)
         return self.optimate_host.choose_victim(view, candidates)
 
     def _optimate_preempt_for_admission(self, victim) -> int:
-        """Preempts `victim` through vLLM (its blocks back to the pool, the request back to the
-        waiting queue) and returns the blocks it held. It waits out this step."""
+        """Preempts `victim` through vLLM (its blocks back to the pool, the request to the front
+        of the waiting queue) and returns the blocks it held. It waits out this step: the step's
+        own queue holds only the order planned before it was preempted."""
         blocks = self._optimate_views.num_blocks(victim)
         self.running.remove(victim)
         self._preempt_request(victim, time.monotonic())
         self.optimate_stats.on_preempted(victim)
-        self.waiting.remove_request(victim)  # it waits out this step (_optimate_finish puts it back)
         return blocks
 
     def _optimate_view_of(self, waiting: list, free_blocks: int, budget: int, running: Optional[list] = None):
@@ -253,6 +275,7 @@ class OptimizersMixin:
         logger.exception("optimate: the plugin failed (%s); every optimizer rolls back and vLLM schedules "
                          "alone (POST /v1/optimizers/restore to try again)", error)
         self._optimate_failed = True
+        self._optimate_step_waiting = None
         try:
             self.optimate_host.rollback()
             self.optimate_host.record_event("all", "rollback")

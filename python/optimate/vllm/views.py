@@ -39,6 +39,15 @@ class ViewBuilder:
         # A waiting request's row changes only when it is admitted or preempted (invalidate()):
         # a long queue is not rebuilt every step.
         self._waiting_rows: dict[str, tuple] = {}
+        self._rows_version = 0
+        self._fixed: dict[str, tuple] = {}
+        # The last view and the waiting requests it holds: while the waiting queue is the same
+        # requests in the same order and none of their rows changed, a view refills its running
+        # rows alone. The requests are held, so no other request can take one's id meanwhile.
+        self._view = None
+        self._view_waiting: list = []
+        self._view_waiting_ids: list = []
+        self._view_version = -1
 
     def seq_id(self, request_id: str) -> int:
         seq = self._seq_ids.get(request_id)
@@ -50,10 +59,12 @@ class ViewBuilder:
     def forget(self, request_id: str) -> None:
         self._seq_ids.pop(request_id, None)
         self.admitted_ns.pop(request_id, None)
-        self._waiting_rows.pop(request_id, None)
+        self._fixed.pop(request_id, None)
+        self.invalidate(request_id)
 
     def invalidate(self, request_id: str) -> None:
         self._waiting_rows.pop(request_id, None)
+        self._rows_version += 1
 
     def waiting_row(self, request: Request) -> tuple:
         row = self._waiting_rows.get(request.request_id)
@@ -73,19 +84,31 @@ class ViewBuilder:
         return cdiv(request.num_computed_tokens + self.lookahead_tokens, self.block_size)
 
     def row(self, request: Request, scheduled: bool = False) -> tuple:
-        blocks = self.num_blocks(request)
-        return (request.request_id, self.seq_id(request.request_id), 0, self.priority(request),
-                int(request.arrival_time * 1e9), request.num_prompt_tokens, request.num_output_tokens,
-                request.num_computed_tokens, request.max_tokens, blocks, blocks, request.num_preemptions,
-                0, self.admitted_ns.get(request.request_id, -1), scheduled)
+        rid = request.request_id
+        fixed = self._fixed.get(rid)
+        if fixed is None:  # what does not change while the request lives
+            fixed = self._fixed[rid] = (rid, self.seq_id(rid), 0, self.priority(request),
+                                        int(request.arrival_time * 1e9), request.num_prompt_tokens)
+        computed = request.num_computed_tokens
+        blocks = (-(-(computed + self.lookahead_tokens) // self.block_size)
+                  if computed and request.status == RequestStatus.RUNNING else 0)
+        return fixed + (request.num_output_tokens, computed, request.max_tokens, blocks, blocks,
+                        request.num_preemptions, 0, self.admitted_ns.get(rid, -1), scheduled)
 
     def scheduler_view(self, waiting: Iterable[Request], running: Iterable[Request], *, num_blocks: int,
                        num_free_blocks: int, max_num_seqs: int, max_num_batched_tokens: int,
                        token_budget_left: int, prefix_caching: bool, last_step_ns: int,
                        mean_step_ns: float) -> _core.SchedulerView:
-        view = _core.SchedulerView()
+        waiting = waiting if isinstance(waiting, list) else list(waiting)
+        ids = list(map(id, waiting))
+        view = self._view
+        if view is not None and self._view_version == self._rows_version and ids == self._view_waiting_ids:
+            view.set_running([self.row(r) for r in running])
+        else:
+            view = self._view = _core.SchedulerView()
+            view.set_queues([self.waiting_row(r) for r in waiting], [self.row(r) for r in running])
+            self._view_waiting, self._view_waiting_ids, self._view_version = list(waiting), ids, self._rows_version
         view.now_ns = self.clock_ns()
-        view.set_queues([self.waiting_row(r) for r in waiting], [self.row(r) for r in running])
         kv = _core.KvView()
         kv.num_blocks = num_blocks
         kv.num_free_blocks = num_free_blocks
