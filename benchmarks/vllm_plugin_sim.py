@@ -8,7 +8,11 @@ admission, its recompute preemption and its prefix cache, as vLLM 0.26 runs them
 optimizer costs inside vLLM (a preempted request prefilled again) is priced, and settings can be
 compared before a GPU run. Scheduling is asynchronous by default, as ``vllm serve`` runs it: the
 next step is scheduled while one is on the GPU, before its tokens are known (``--sync``: one at a
-time). The host's own time is left out for every scheduler alike.
+time). The host's own time is left out for every scheduler alike, unless ``--host-time SCALE``
+puts it in: each ``schedule()`` and ``update_from_output()`` then takes the time it took on this
+machine times SCALE on the simulated clock, on one host thread (vLLM's engine core), so a step
+cannot start on the GPU before it is scheduled and the host's work is hidden only while a step
+runs.
 
     tests/vllm_plugin/run.sh is the environment; from the repository root:
     PYTHONPATH=build/python:tests/vllm_plugin .venv-vllm/bin/python benchmarks/vllm_plugin_sim.py \\
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from pathlib import Path
 
 from conftest import FakeClock, VllmScheduler, build_scheduler, request, write_tiny_model
@@ -60,6 +65,13 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     in_flight: list[tuple] = []      # (scheduler output, ids, sampled, end of its step on the GPU)
     gpu_free = clock.s
     recomputed = preemptions = output_tokens = 0
+    host_s = 0.0
+
+    def host(seconds: float) -> None:  # the engine core's thread was busy this long
+        nonlocal host_s
+        if args.host_time > 0:
+            host_s += seconds * args.host_time
+            clock.ns += int(seconds * args.host_time * 1e9)
     while pending or s.has_requests() or in_flight:
         while pending and pending[0]["arrival_s"] + start <= clock.s:
             w = pending.pop(0)
@@ -69,7 +81,9 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
             klass[w["id"]] = w["priority_class"]
         scheduled = False
         if s.has_requests() and len(in_flight) < depth:
+            t0 = time.perf_counter()
             out = s.schedule()
+            host(time.perf_counter() - t0)
             preemptions += len(out.preempted_req_ids)
             ids = list(out.num_scheduled_tokens)
             if ids:
@@ -98,7 +112,10 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
                 if tokens and rid not in finished:
                     output_tokens += 1
                     first_token.setdefault(rid, clock.s)
-            for eco in s.update_from_output(out, runner).values():
+            t0 = time.perf_counter()
+            outputs = s.update_from_output(out, runner)
+            host(time.perf_counter() - t0)
+            for eco in outputs.values():
                 for o in eco.outputs:
                     if o.finish_reason is not None:
                         finished[o.request_id] = clock.s
@@ -111,7 +128,7 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     ttft = {c: [first_token[r] - arrival[r] for r in arrival if klass[r] == c] for c in set(klass.values())}
     return {"scheduler": label, "throughput": output_tokens / duration, "duration_s": duration,
             "ttft_p99_ms": {c: percentile(v, 0.99) * 1e3 for c, v in ttft.items()},
-            "preemptions": preemptions, "recomputed_tokens": recomputed}
+            "preemptions": preemptions, "recomputed_tokens": recomputed, "host_s": host_s}
 
 
 def main() -> None:
@@ -128,6 +145,9 @@ def main() -> None:
                    "vllm serve's default)")
     p.add_argument("--priority-options", action="append", default=None,
                    help="the priority optimizer's options as JSON, one plugin row each (default: {})")
+    p.add_argument("--host-time", type=float, default=0.0, metavar="SCALE",
+                   help="the schedulers' host time on the simulated clock: this machine's times SCALE "
+                   "(default 0: left out)")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
     workload = _core.workload_requests(args.workload, args.set)
@@ -148,14 +168,15 @@ def main() -> None:
     classes = sorted(rows[0]["ttft_p99_ms"])
     print(f"{len(workload)} requests of {args.workload} on {cost.device} (simulated), {args.seqs} sequences, "
           f"{args.blocks} blocks, budget {args.budget}")
+    host = args.host_time > 0
     print("| scheduler | out tok/s | vs FCFS | " + " | ".join(f"{c} P99 TTFT (ms)" for c in classes) +
-          " | preemptions | tokens recomputed |")
-    print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|")
+          " | preemptions | tokens recomputed |" + (" host s |" if host else ""))
+    print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|" + ("---:|" if host else ""))
     for r in rows:
         vs = "" if r is rows[0] else f"{100 * (r['throughput'] / base - 1):+.1f}%"
         print(f"| {r['scheduler']} | {r['throughput']:,.0f} | {vs} | " +
               " | ".join(f"{r['ttft_p99_ms'][c]:,.0f}" for c in classes) +
-              f" | {r['preemptions']} | {r['recomputed_tokens']:,} |")
+              f" | {r['preemptions']} | {r['recomputed_tokens']:,} |" + (f" {r['host_s']:.2f} |" if host else ""))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
