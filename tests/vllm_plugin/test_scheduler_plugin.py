@@ -52,6 +52,33 @@ def test_a_long_queue_keeps_its_order_and_gives_up_only_whom_vllm_admitted(make,
     assert run(make(PRIORITY, max_num_seqs=2), True) == expected
 
 
+def test_predictive_alone_keeps_vllms_priority_queue(make, driver):
+    """With no queue optimizer, vLLM's own `--scheduling-policy priority` orders the queue (its
+    heap, not a list): the batch optimizer holds and releases on it, and nothing rolls back."""
+    s = make({"optimizers": {"predictive": {"max_wait_ms": 1, "require_gain": False}}}, max_num_seqs=2,
+             policy="priority")
+    d = driver(s)
+    d.add(request("a", priority=1), request("b", priority=0), request("c", priority=2))
+    d.run()
+    d.assert_all_returned(64)
+    assert d.admitted == ["b", "a", "c"]
+    assert [x["name"] for x in s.optimate_call("list") if x["enabled"] and not x["baseline"]] == ["predictive"]
+
+
+def test_a_full_batch_still_reads_as_capacity_bound(make, driver):
+    """vLLM's data-parallel prefill balancing reads whether requests were left waiting: with
+    every slot taken the plugin's step says so as vLLM's does."""
+    def bound(scheduler):
+        d = driver(scheduler)
+        d.add(*[request(f"r{i}", max_tokens=20) for i in range(6)])
+        d.step()
+        d.step()  # both slots taken, four waiting
+        return scheduler.prefill_capacity_bound
+
+    assert bound(make(cls=VllmScheduler, max_num_seqs=2)) is True
+    assert bound(make(PRIORITY, max_num_seqs=2)) is True
+
+
 def test_the_max_wait_bound_admits_a_starving_request(make, driver, clock):
     """A steady stream of important requests: vLLM's priority policy never admits the
     unimportant one while they keep coming; the priority optimizer admits it once it has waited

@@ -80,9 +80,11 @@ class OptimizersMixin:
         self.optimate_stats.on_arrival(request, self.clock_ns())
 
     def finish_requests(self, request_ids, finished_status):
-        ids = [request_ids] if isinstance(request_ids, str) else (None if request_ids is None else list(request_ids))
-        out = super().finish_requests(ids if ids is not None else request_ids, finished_status)
-        for rid in ids if ids is not None else []:
+        # None: vLLM ends every request it holds.
+        ids = [request_ids] if isinstance(request_ids, str) else (
+            list(self.requests) if request_ids is None else list(request_ids))
+        out = super().finish_requests(ids if request_ids is not None else request_ids, finished_status)
+        for rid in ids:
             self.optimate_stats.on_finished(rid, self.clock_ns())
         return out
 
@@ -204,17 +206,21 @@ class OptimizersMixin:
         plan = self._optimate_admission.plan(waiting, self.running, capacity, batch_policy=bool(host.owner("batch")),
                                     queue_policy=bool(host.owner("queue")), vllm_order=self._optimate_vllm_order)
         self._optimate_step_waiting = waiting
-        # vLLM's loop admits from a queue of this step's own: the head of the order, as many as
-        # it has slots for and a margin for the ones it passes over. The full queue waits aside,
-        # unchanged (the victims above left it), and comes back after the step.
-        room = max(self.max_num_running_reqs - len(self.running), 0)
-        head = plan.order[:room + HEAD_MARGIN] if room > 0 else []
-        plan.queue = queue
-        plan.head_ids = set(map(id, head))
-        self.waiting = create_request_queue(SchedulingPolicy.FCFS)
-        self.waiting.extend(head)
         if host.owner("preempt"):
             self.running = RunningList(self.running, self._optimate_choose_victim)
+        # vLLM's loop admits from a queue of this step's own: the head of the order, as many as
+        # it has slots for and a margin for the ones it passes over (with no slot free, the
+        # margin alone: vLLM stops before taking any, and reads the queue as not empty). The
+        # full queue waits aside, unchanged (the victims above are already back in it), and
+        # comes back after the step. Only RequestQueue's own methods: with no queue or victim
+        # optimizer, vLLM's configured queue is its priority heap.
+        room = max(self.max_num_running_reqs - len(self.running), 0)
+        plan.head = plan.order[:room + HEAD_MARGIN]
+        plan.queue = queue
+        step_queue = create_request_queue(self.policy)
+        for r in plan.head:
+            step_queue.add_request(r)
+        self.waiting = step_queue
         return plan
 
     def _optimate_finish(self, plan) -> None:
@@ -225,15 +231,14 @@ class OptimizersMixin:
             self.running = list(self.running)
         step_queue, queue = self.waiting, plan.queue
         self.waiting = queue
-        current = set(map(id, step_queue))
-        preempted = [r for r in step_queue if id(r) not in plan.head_ids]  # (the plan's victims are in `queue`)
-        taken = plan.head_ids - current  # admitted, or moved to vLLM's skipped queue
+        in_head = set(map(id, plan.head))
+        in_step = set(map(id, step_queue))
+        preempted = [r for r in step_queue if id(r) not in in_head]  # (the plan's victims are in `queue`)
+        taken = [r for r in plan.head if id(r) not in in_step]  # admitted, or moved to vLLM's skipped queue
         if taken:
-            rest = [r for r in queue if id(r) not in taken]
-            queue.clear()
-            queue.extend(rest)
-        if preempted:
-            queue.extendleft(reversed(preempted))
+            queue.remove_requests(taken)
+        for r in reversed(preempted):
+            queue.prepend_request(r)
 
     def _optimate_step_view_waiting(self) -> list:
         """The waiting requests a policy sees during vLLM's step: the queue before the step."""
