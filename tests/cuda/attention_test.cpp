@@ -71,14 +71,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeAttention,
                                            AttentionShape{14, 2, 64}, AttentionShape{4, 4, 128},
                                            AttentionShape{16, 2, 128}));
 
-// Batches of 1 to 8 rows, where kAuto takes the head-cluster kernel on a GPU of 128 SMs or
-// more (as on the H200): every kernel on the Llama-3-8B shape, contexts up to past 4096.
-TEST(DecodeAttentionSmallBatch, EveryKernelMatchesCpuTwinFromOneToEightRows) {
+// Batches of 1 to 66 rows, where kAuto takes the head-cluster kernel on the H200's 132 SMs (in
+// clusters up to 8 rows, one block per (row, kv head) past that): every kernel on the
+// Llama-3-8B shape, contexts up to past 4096.
+TEST(DecodeAttentionSmallBatch, EveryKernelMatchesCpuTwinFromOneTo66Rows) {
   OPTIMATE_REQUIRE_GPU();
   const AttentionShape s{32, 8, 128};
   const std::vector<int64_t> all = {300, 4097, 1024, 1, 16, 17, 2049, 33};
-  for (size_t b : {1, 2, 4, 8}) {
-    const std::vector<int64_t> lens(all.begin(), all.begin() + b);
+  for (size_t b : {1, 2, 4, 8, 40, 66}) {
+    std::vector<int64_t> lens(b);
+    for (size_t i = 0; i < b; ++i) lens[i] = all[i % all.size()] + int64_t(i / all.size());
     const CacheFixture c(s, lens, 41 + uint32_t(b));
     check_decode_attention(c.cache, s, lens, {1, 16}, 42, "bf16 cache, batch " + std::to_string(b));
     if (HasFailure()) return;

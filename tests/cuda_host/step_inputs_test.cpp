@@ -294,13 +294,19 @@ TEST(DecodeSplits, KernelChoiceFollowsTheGqaShapeAndBlockSize) {
 }
 
 // Llama-3-8B on 132 SMs: while rows x kv heads is at most half the SMs, kAuto runs one cluster
-// per (row, kv head), of as many blocks as keep them within half the SMs, where the GPU runs
-// clusters (the Hopper path); on the portable path the split tensor-core kernel serves them.
+// per (row, kv head), of as many blocks as keep them within half the SMs, and one block per
+// (row, kv head) up to 4 an SM (66 rows), where the GPU runs clusters (the Hopper path); past
+// that, and on the portable path, the split tensor-core kernel serves them.
 TEST(DecodeSplits, FewRowsTakeOneClusterPerKvHead) {
   using K = DecodeAttentionKernel;
   EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 16, 132, true), K::kHeadClusters);
   EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 8, 32, 8, 16, 132, true), K::kHeadClusters);
-  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 9, 32, 8, 16, 132, true), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 9, 32, 8, 16, 132, true), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 64, 32, 8, 16, 132, true), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 66, 32, 8, 16, 132, true), K::kHeadClusters);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 67, 32, 8, 16, 132, true), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 128, 32, 8, 16, 132, true), K::kTensorCores);
+  EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 64, 32, 8, 16, 132, false), K::kTensorCores);
   EXPECT_EQ(resolve_decode_kernel_for_rows(K::kTensorCores, 1, 32, 8, 16, 132, true), K::kTensorCores);  // on request
   EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 8, 8, 132, true), K::kCudaCores);    // block size 8
   EXPECT_EQ(resolve_decode_kernel_for_rows(K::kAuto, 1, 32, 32, 16, 132, true), K::kCudaCores);  // MHA
@@ -310,7 +316,9 @@ TEST(DecodeSplits, FewRowsTakeOneClusterPerKvHead) {
   EXPECT_EQ(paged_attention_head_cluster_size(2, 8, 132), 4);
   EXPECT_EQ(paged_attention_head_cluster_size(4, 8, 132), 2);
   EXPECT_EQ(paged_attention_head_cluster_size(8, 8, 132), 1);
-  EXPECT_EQ(paged_attention_head_cluster_size(9, 8, 132), 0);
+  EXPECT_EQ(paged_attention_head_cluster_size(9, 8, 132), 1);   // one block per (row, kv head)
+  EXPECT_EQ(paged_attention_head_cluster_size(66, 8, 132), 1);  // 4 an SM
+  EXPECT_EQ(paged_attention_head_cluster_size(67, 8, 132), 0);
   EXPECT_EQ(paged_attention_head_cluster_size(1, 1, 132), 8);  // at most 8, the portable size
 }
 

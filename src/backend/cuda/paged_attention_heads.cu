@@ -253,7 +253,8 @@ void require_head_clusters() {
 
 int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, int num_sms) {
   const int64_t heads = std::max<int64_t>(1, num_rows * num_kv_heads);
-  if (2 * heads > num_sms) return 0;
+  if (heads > int64_t{kHeadBlocksPerSm} * num_sms) return 0;
+  if (2 * heads > num_sms) return 1;
   int size = 1;
   while (size < kHeadClusterMaxPortable && 2 * heads * size * 2 <= num_sms) size *= 2;
   return size;

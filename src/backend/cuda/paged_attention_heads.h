@@ -17,10 +17,18 @@ inline constexpr int kHeadClusterMaxPortable = 8;
 // a block of the kernel before, under programmatic launch) share it.
 inline constexpr int kHeadClusterWarps = 8;
 
+// (row, kv head) blocks per SM up to which kAuto takes this kernel over the split tensor-core
+// one. Measured on the H200 (Llama-3-8B shape, bf16, `cuda_attention_bench --only kv`): at 32
+// rows (2 blocks an SM) it took 0.69x, 0.69x and 0.90x of the split kernel's time at contexts
+// 1,024, 2,048 and 4,096; at 64 rows (3.9) 0.93x, 0.99x and 0.92x; at 128 rows (7.8) 1.12x,
+// 1.04x and 1.02x.
+inline constexpr int kHeadBlocksPerSm = 4;
+
 // The cluster size kAuto and kHeadClusters launch with: the largest power of two up to 8 that
 // keeps the num_rows * num_kv_heads clusters' blocks (one per SM) within half the SMs, so that
-// every cluster finds room in its GPC at once; 0 when even one block per (row, kv head) is more
-// than half the SMs (the split kernels then fill the GPU better).
+// every cluster finds room in its GPC at once; 1 (one block per (row, kv head), no cluster)
+// while those blocks are at most kHeadBlocksPerSm per SM; 0 past that (the split tensor-core
+// kernel then reads the cache faster).
 int paged_attention_head_cluster_size(int64_t num_rows, int64_t num_kv_heads, int num_sms);
 
 // How many clusters of `cluster_size` blocks of `warps` warps of the kernel p would run can be
