@@ -81,7 +81,9 @@ for s in "${servers[@]}"; do
   [[ $up -eq 1 ]] || { echo "$s did not start"; tail -20 "$out/$s.serve.log"; exit 1; }
 done
 echo "== servers up"
-curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-before.json"
+has_optimate=0
+[[ " ${servers[*]} " == *" optimate "* ]] && has_optimate=1
+(( has_optimate )) && curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-before.json"
 
 # 3. The load against each in turn.
 status=0
@@ -90,9 +92,10 @@ for s in "${servers[@]}"; do targets+=(--url "http://127.0.0.1:${port[$s]}" --la
 # shellcheck disable=SC2086
 (cd "$root" && "$bin" bench --workload configs/workloads/vllm-two-class-burst.toml "${targets[@]}" \
    --served-model-name llama3-dummy --out "$out/bench" ${BENCH_FLAGS:-}) >"$out/bench.log" 2>&1 || status=1
-curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-after.json"
-[[ " ${servers[*]} " == *" optimate "* ]] &&
+if (( has_optimate )); then
+  curl -s "http://127.0.0.1:${port[optimate]}/v1/optimizers" >"$out/optimizers-after.json"
   curl -s "http://127.0.0.1:${port[optimate]}/metrics" | grep '^optimate:' >"$out/optimate-metrics.txt"
+fi
 # vLLM's own preemption count on each server (recompute preemptions, whoever chose the victim).
 for s in "${servers[@]}"; do
   echo "$s $(curl -s "http://127.0.0.1:${port[$s]}/metrics" | grep '^vllm:num_preemptions_total' | awk '{n += $NF} END {print n + 0}')"
@@ -115,5 +118,6 @@ print("|---|---:|---:|---:|---:|---:|")
 for label, high, low, tput, failed in rows:
     print(f"| {label} | {high:.0f} | {low:.0f} | {tput:.0f} | {100 * (tput / base - 1):+.1f}% | {failed} |")
 PY
-echo "optimizer fallbacks: $(grep -c fallbacks_total "$out/optimate-metrics.txt") series; see $out/optimizers-after.json"
+(( has_optimate )) &&
+  echo "optimizer fallbacks: $(grep -c fallbacks_total "$out/optimate-metrics.txt") series; see $out/optimizers-after.json"
 exit $status

@@ -240,14 +240,11 @@ class OptimizersMixin:
         for r in reversed(preempted):
             queue.prepend_request(r)
 
-    def _optimate_step_view_waiting(self) -> list:
-        """The waiting requests a policy sees during vLLM's step: the queue before the step."""
-        step = self._optimate_step_waiting
-        return step if step is not None else list(self.waiting)
-
     def _optimate_choose_victim(self, running: list, candidates: list) -> int:
-        view = self._optimate_view_of(self._optimate_step_view_waiting(), self._optimate_free_blocks(), 0,
-                                      running=running)
+        # Asked during vLLM's step: the waiting requests as they were before it.
+        waiting = self._optimate_step_waiting
+        view = self._optimate_view_of(waiting if waiting is not None else list(self.waiting),
+                                      self._optimate_free_blocks(), 0, running=running)
         return self.optimate_host.choose_victim(view, candidates)
 
     def _optimate_preempt_for_admission(self, victim) -> int:

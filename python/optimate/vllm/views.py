@@ -89,10 +89,8 @@ class ViewBuilder:
         if fixed is None:  # what does not change while the request lives
             fixed = self._fixed[rid] = (rid, self.seq_id(rid), 0, self.priority(request),
                                         int(request.arrival_time * 1e9), request.num_prompt_tokens)
-        computed = request.num_computed_tokens
-        blocks = (-(-(computed + self.lookahead_tokens) // self.block_size)
-                  if computed and request.status == RequestStatus.RUNNING else 0)
-        return fixed + (request.num_output_tokens, computed, request.max_tokens, blocks, blocks,
+        blocks = self.num_blocks(request)
+        return fixed + (request.num_output_tokens, request.num_computed_tokens, request.max_tokens, blocks, blocks,
                         request.num_preemptions, 0, self.admitted_ns.get(rid, -1), scheduled)
 
     def scheduler_view(self, waiting: Iterable[Request], running: Iterable[Request], *, num_blocks: int,
