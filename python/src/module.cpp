@@ -18,6 +18,7 @@
 #include "optim/registry.h"
 #include "optimizer_host.h"
 #include "policy_views.h"
+#include "request_row_cache.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -226,6 +227,7 @@ NB_MODULE(_core, m) {
   bind_settings(m);
   bind_outputs(m);
   bind_policy_views(m);
+  bind_request_row_cache(m);
   bind_engine(m);
   bind_optimizer_host(m);
   bind_bench(m);

@@ -12,6 +12,16 @@
 #include "optim/api/policies.h"
 
 namespace optimate::python {
+namespace {
+
+std::vector<const RequestRow*> pointers(const std::vector<RequestRow>& rows) {
+  std::vector<const RequestRow*> out;
+  out.reserve(rows.size());
+  for (const RequestRow& row : rows) out.push_back(&row);
+  return out;
+}
+
+}  // namespace
 
 OwnedSchedulerView::OwnedSchedulerView(const optim::SchedulerView& view) : optim::SchedulerView(view) {
   waiting_items = copy_requests(view.waiting, waiting_ids_);
@@ -26,25 +36,30 @@ std::vector<optim::RequestView> OwnedSchedulerView::copy_requests(std::span<cons
   return out;
 }
 
-void OwnedSchedulerView::fill(const std::vector<RequestRow>& rows, std::vector<optim::RequestView>& into,
+void OwnedSchedulerView::fill(std::span<const RequestRow* const> rows, std::vector<optim::RequestView>& into,
                               std::deque<std::string>& ids) {
   ids.clear();
   into.clear();
   into.reserve(rows.size());
-  for (const RequestRow& row : rows) {
-    optim::RequestView& r = into.emplace_back(row.fields);
-    r.request_id = ids.emplace_back(row.request_id);
+  for (const RequestRow* row : rows) {
+    optim::RequestView& r = into.emplace_back(row->fields);
+    r.request_id = ids.emplace_back(row->request_id);
   }
 }
 
 void OwnedSchedulerView::set_queues(const std::vector<RequestRow>& waiting, const std::vector<RequestRow>& running) {
-  fill(waiting, waiting_items, waiting_ids_);
-  fill(running, running_items, running_ids_);
+  fill(pointers(waiting), waiting_items, waiting_ids_);
+  fill(pointers(running), running_items, running_ids_);
   point_spans();
 }
 
 void OwnedSchedulerView::set_running(const std::vector<RequestRow>& running) {
-  fill(running, running_items, running_ids_);
+  fill(pointers(running), running_items, running_ids_);
+  point_spans();
+}
+
+void OwnedSchedulerView::set_waiting(std::span<const RequestRow* const> waiting) {
+  fill(waiting, waiting_items, waiting_ids_);
   point_spans();
 }
 
@@ -99,32 +114,37 @@ constexpr const char* kRowFields[] = {"seq_id",          "seq_index",      "prio
                                       "admitted_ns",     "scheduled_this_step"};
 constexpr size_t kNumRowFields = std::size(kRowFields);
 
+}  // namespace
+
+RequestRow parse_row(nb::handle item, const char* queue, size_t index) {
+  if (!nb::isinstance<nb::tuple>(item) || nb::len(item) != kNumRowFields + 1)
+    fail(ErrorCode::kInvalidArgument, "{}[{}]: expected a tuple (request_id, {} more fields: see REQUEST_ROW_FIELDS)",
+         queue, index, kNumRowFields);
+  nb::tuple t = nb::borrow<nb::tuple>(item);
+  RequestRow row;
+  try {
+    row.request_id = nb::cast<std::string>(t[0]);
+    int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.metadata.priority.value,
+                       &row.fields.arrival_ns,       &row.fields.num_prompt_tokens, &row.fields.num_output_tokens,
+                       &row.fields.num_computed_tokens, &row.fields.max_tokens,   &row.fields.num_blocks,
+                       &row.fields.num_full_blocks,  &row.fields.num_preemptions, &row.fields.num_kv_bytes,
+                       &row.fields.admitted_ns};
+    for (size_t f = 0; f < std::size(ints); ++f) *ints[f] = nb::cast<int64_t>(t[f + 1]);
+    row.fields.scheduled_this_step = nb::cast<bool>(t[kNumRowFields]);
+  } catch (const nb::cast_error&) {
+    fail(ErrorCode::kInvalidArgument, "{}[{}]: request_id must be a str, then {} integers and a bool", queue, index,
+         kNumRowFields - 1);
+  }
+  return row;
+}
+
+namespace {
+
 std::vector<RequestRow> parse_rows(nb::handle rows, const char* queue) {
   std::vector<RequestRow> out;
   out.reserve(nb::len(rows));
   size_t index = 0;
-  for (nb::handle item : rows) {
-    if (!nb::isinstance<nb::tuple>(item) || nb::len(item) != kNumRowFields + 1)
-      fail(ErrorCode::kInvalidArgument, "{}[{}]: expected a tuple (request_id, {} more fields: see REQUEST_ROW_FIELDS)",
-           queue, index, kNumRowFields);
-    nb::tuple t = nb::borrow<nb::tuple>(item);
-    RequestRow row;
-    try {
-      row.request_id = nb::cast<std::string>(t[0]);
-      int64_t* ints[] = {&row.fields.seq_id,           &row.fields.seq_index,       &row.fields.metadata.priority.value,
-                         &row.fields.arrival_ns,       &row.fields.num_prompt_tokens, &row.fields.num_output_tokens,
-                         &row.fields.num_computed_tokens, &row.fields.max_tokens,   &row.fields.num_blocks,
-                         &row.fields.num_full_blocks,  &row.fields.num_preemptions, &row.fields.num_kv_bytes,
-                         &row.fields.admitted_ns};
-      for (size_t f = 0; f < std::size(ints); ++f) *ints[f] = nb::cast<int64_t>(t[f + 1]);
-      row.fields.scheduled_this_step = nb::cast<bool>(t[kNumRowFields]);
-    } catch (const nb::cast_error&) {
-      fail(ErrorCode::kInvalidArgument, "{}[{}]: request_id must be a str, then {} integers and a bool", queue,
-           index, kNumRowFields - 1);
-    }
-    out.push_back(std::move(row));
-    ++index;
-  }
+  for (nb::handle item : rows) out.push_back(parse_row(item, queue, index++));
   return out;
 }
 

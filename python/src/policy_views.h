@@ -7,6 +7,7 @@
 #pragma once
 
 #include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ class OwnedSchedulerView : public optim::SchedulerView {
   void set_queues(const std::vector<RequestRow>& waiting, const std::vector<RequestRow>& running);
   // Replaces the running queue alone: a front end whose waiting queue did not change keeps it.
   void set_running(const std::vector<RequestRow>& running);
+  // Replaces the waiting queue alone, from rows held elsewhere (RequestRowCache).
+  void set_waiting(std::span<const RequestRow* const> waiting);
   // The view with its spans on the queues as they are now (Python may have changed the lists).
   const optim::SchedulerView& refreshed() {
     point_spans();
@@ -70,7 +73,7 @@ class OwnedSchedulerView : public optim::SchedulerView {
  private:
   static std::vector<optim::RequestView> copy_requests(std::span<const optim::RequestView> from,
                                                        std::deque<std::string>& ids);
-  static void fill(const std::vector<RequestRow>& rows, std::vector<optim::RequestView>& into,
+  static void fill(std::span<const RequestRow* const> rows, std::vector<optim::RequestView>& into,
                    std::deque<std::string>& ids);
   void point_spans();
 
@@ -83,6 +86,10 @@ class OwnedSchedulerView : public optim::SchedulerView {
 // priority converted from the clients' `order`, every other key set through RequestMetadata's
 // binding. Error(kInvalidArgument) names an unknown key or a value of the wrong type.
 RequestMetadata request_metadata_from(nb::handle mapping, PriorityOrder order);
+
+// One row as set_queues takes it (a tuple: request_id, then REQUEST_ROW_FIELDS in order);
+// Error(kInvalidArgument) names `queue`[`index`] when it is not one.
+RequestRow parse_row(nb::handle item, const char* queue, size_t index);
 
 // RequestView, KvView, KvQuota, PolicyKnobs, SchedulerView, ClassMetrics, WindowMetrics,
 // MetricsView, KvPrecision and BatchDecision.

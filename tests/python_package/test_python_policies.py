@@ -160,6 +160,43 @@ def test_scheduler_view_can_be_built_in_python():
         view.set_running([("r", 1)])
 
 
+def test_a_row_cache_makes_each_waiting_row_once():
+    from optimate import _core
+
+    class Req:  # a front end's request object
+        def __init__(self, rid, priority):
+            self.rid, self.priority = rid, priority
+
+    made = []
+
+    def row(r):
+        made.append(r.rid)
+        return (r.rid, len(made), 0, r.priority, 50, 10, 0, 0, 16, 0, 0, 0, 0, -1, False)
+
+    cache = _core.RequestRowCache()
+    view = SchedulerView()
+    view.set_queues([], [("r", 0, 0, 1, 10, 8, 3, 11, 16, 1, 1, 0, 4096, 20, True)])
+    a, b, c = Req("a", 1), Req("b", 2), Req("c", 3)
+    cache.fill_waiting(view, [a, b], row)
+    cache.fill_waiting(view, [b, c, a], row)
+    assert [r.request_id for r in view.waiting] == ["b", "c", "a"] and made == ["a", "b", "c"]
+    assert [r.priority for r in view.waiting] == [2, 3, 1]
+    assert [r.request_id for r in view.running] == ["r"]  # the running rows stay
+    # A row that changed is dropped by its id and made again when next needed.
+    a.priority = 5
+    cache.drop("a")
+    cache.drop("never seen")
+    cache.fill_waiting(view, [a], row)
+    assert made == ["a", "b", "c", "a"] and view.waiting[0].priority == 5 and len(cache) == 3
+    # Another object under a cached id gets its own row; the other's is forgotten.
+    cache.fill_waiting(view, [Req("a", 7), b], row)
+    assert [r.priority for r in view.waiting] == [7, 2] and len(cache) == 3
+    # A row that is not one names its place, and the view keeps what it had.
+    with pytest.raises(ValueError, match=r"waiting\[1\]"):
+        cache.fill_waiting(view, [b, Req("d", 1)], lambda r: ("d", 1))
+    assert [r.request_id for r in view.waiting] == ["a", "b"]
+
+
 def test_python_policy_name_must_be_new(model):
     class Fcfs(QueuePolicy):
         name = "fcfs"

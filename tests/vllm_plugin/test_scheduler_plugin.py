@@ -45,6 +45,9 @@ def test_a_long_queue_keeps_its_order_and_gives_up_only_whom_vllm_admitted(make,
         d.run()
         d.assert_all_returned(64)
         assert sorted(d.finished) == sorted(r.request_id for r in arrivals)
+        views = getattr(scheduler, "_optimate_views", None)
+        if views is not None:  # the plugin keeps no finished request (its rows, its ids)
+            assert len(views._waiting_rows) == 0 and not views._seq_ids and not views._fixed
         return d.admitted
 
     expected = run(make(cls=VllmScheduler, max_num_seqs=2, policy="priority"), False)

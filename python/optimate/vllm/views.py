@@ -37,17 +37,10 @@ class ViewBuilder:
         self._next_seq_id = 0
         self.admitted_ns: dict[str, int] = {}
         # A waiting request's row changes only when it is admitted or preempted (invalidate()):
-        # a long queue is not rebuilt every step.
-        self._waiting_rows: dict[str, tuple] = {}
-        self._rows_version = 0
+        # the cache converts each row once, not every step, however long the queue.
+        self._waiting_rows = _core.RequestRowCache()
         self._fixed: dict[str, tuple] = {}
-        # The last view and the waiting requests it holds: while the waiting queue is the same
-        # requests in the same order and none of their rows changed, a view refills its running
-        # rows alone. The requests are held, so no other request can take one's id meanwhile.
-        self._view = None
-        self._view_waiting: list = []
-        self._view_waiting_ids: list = []
-        self._view_version = -1
+        self._view = _core.SchedulerView()
 
     def seq_id(self, request_id: str) -> int:
         seq = self._seq_ids.get(request_id)
@@ -63,14 +56,7 @@ class ViewBuilder:
         self.invalidate(request_id)
 
     def invalidate(self, request_id: str) -> None:
-        self._waiting_rows.pop(request_id, None)
-        self._rows_version += 1
-
-    def waiting_row(self, request: Request) -> tuple:
-        row = self._waiting_rows.get(request.request_id)
-        if row is None:
-            row = self._waiting_rows[request.request_id] = self.row(request)
-        return row
+        self._waiting_rows.drop(request_id)
 
     def priority(self, request: Request) -> int:
         """The request's priority in the engine's order (larger is more important)."""
@@ -97,15 +83,9 @@ class ViewBuilder:
                        num_free_blocks: int, max_num_seqs: int, max_num_batched_tokens: int,
                        token_budget_left: int, prefix_caching: bool, last_step_ns: int,
                        mean_step_ns: float) -> _core.SchedulerView:
-        waiting = waiting if isinstance(waiting, list) else list(waiting)
-        ids = list(map(id, waiting))
-        view = self._view
-        if view is not None and self._view_version == self._rows_version and ids == self._view_waiting_ids:
-            view.set_running([self.row(r) for r in running])
-        else:
-            view = self._view = _core.SchedulerView()
-            view.set_queues([self.waiting_row(r) for r in waiting], [self.row(r) for r in running])
-            self._view_waiting, self._view_waiting_ids, self._view_version = list(waiting), ids, self._rows_version
+        view = self._view  # one view, refilled for each decision
+        self._waiting_rows.fill_waiting(view, waiting, self.row)
+        view.set_running([self.row(r) for r in running])
         view.now_ns = self.clock_ns()
         kv = _core.KvView()
         kv.num_blocks = num_blocks
