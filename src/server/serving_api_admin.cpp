@@ -26,6 +26,9 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::post, "/v1/chat/completions", bind(&ServingApi::chat_completions));
   router.add(http::verb::get, "/v1/models", bind(&ServingApi::models));
   router.add(http::verb::get, "/health", bind(&ServingApi::health));
+  // vLLM's /ping (SageMaker's probe, GET and POST): /health's answer.
+  router.add(http::verb::get, "/ping", bind(&ServingApi::health));
+  router.add(http::verb::post, "/ping", bind(&ServingApi::health));
   router.add(http::verb::get, "/metrics", bind(&ServingApi::metrics_text));
   router.add(http::verb::get, "/version", bind(&ServingApi::version));
   router.add(http::verb::post, "/tokenize", bind(&ServingApi::tokenize));

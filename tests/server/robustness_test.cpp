@@ -176,8 +176,9 @@ TEST(Robustness, WithAnApiKeyEveryAdminAndCachePathNeedsIt) {
   EXPECT_EQ(c.request_with(http::verb::post, "/reset_prefix_cache", {{"Authorization", "bearer sekret"}}).status, 200);
   EXPECT_EQ(h.backend.num_prefix_cache_resets(), 2);
   // The public paths, as vLLM keeps them: health probes, load, version, metrics.
-  for (const char* path : {"/health", "/load", "/get_load", "/version", "/metrics"})
+  for (const char* path : {"/health", "/ping", "/load", "/get_load", "/version", "/metrics"})
     EXPECT_EQ(c.get(path).status, 200) << path;
+  EXPECT_EQ(c.post("/ping", Json::object()).status, 200);
 }
 
 TEST(Robustness, HistogramsOfEveryRequestPhaseAreObserved) {
