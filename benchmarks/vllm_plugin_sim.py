@@ -14,6 +14,12 @@ machine times SCALE on the simulated clock, on one host thread (vLLM's engine co
 cannot start on the GPU before it is scheduled and the host's work is hidden only while a step
 runs.
 
+A run follows one path: the optimizer's rules read the clock (how long a request has waited, how
+long a victim has run), so a step that ends a little earlier or later can change what follows.
+``--jitter F --seeds N`` runs every scheduler N times, each step's GPU time multiplied by a
+factor drawn uniformly from [1 - F, 1 + F] (seeded 1..N, the same seeds for every scheduler),
+and reports the mean of the N runs with their range.
+
     tests/vllm_plugin/run.sh is the environment; from the repository root:
     PYTHONPATH=build/python:tests/vllm_plugin .venv-vllm/bin/python benchmarks/vllm_plugin_sim.py \\
         --workload configs/workloads/vllm-two-class-burst.toml --set workload.num_requests=1500 \\
@@ -28,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -48,7 +56,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: FakeClock, args, label: str,
-        **kw) -> dict:
+        seed: int = 0, **kw) -> dict:
     s = build_scheduler(model_dir, num_blocks=args.blocks + 1, max_num_seqs=args.seqs,
                         max_num_batched_tokens=args.budget, max_model_len=args.max_model_len,
                         prefix_caching=not args.no_prefix_caching, async_scheduling=not args.sync, **kw)
@@ -66,6 +74,11 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     gpu_free = clock.s
     recomputed = preemptions = output_tokens = 0
     host_s = 0.0
+    rng = random.Random(seed)
+
+    def gpu_seconds(seqs: list) -> float:
+        seconds = cost.step_seconds(seqs)
+        return seconds * (1 + rng.uniform(-args.jitter, args.jitter)) if args.jitter > 0 else seconds
 
     def host(seconds: float) -> None:  # the engine core's thread was busy this long
         nonlocal host_s
@@ -96,7 +109,7 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
                     high_water[rid] = max(high_water.get(rid, 0), r.num_computed_tokens)
                     seqs.append((n, context))
                     sampled.append([7] if r.num_computed_tokens >= r.num_tokens else [])
-                gpu_free = max(gpu_free, clock.s) + cost.step_seconds(seqs)
+                gpu_free = max(gpu_free, clock.s) + gpu_seconds(seqs)
                 in_flight.append((out, ids, sampled, gpu_free))
                 scheduled = True
             elif not in_flight:
@@ -148,6 +161,9 @@ def main() -> None:
     p.add_argument("--host-time", type=float, default=0.0, metavar="SCALE",
                    help="the schedulers' host time on the simulated clock: this machine's times SCALE "
                    "(default 0: left out)")
+    p.add_argument("--jitter", type=float, default=0.0, metavar="F",
+                   help="each step's GPU time times a factor drawn from [1-F, 1+F] (default 0: none)")
+    p.add_argument("--seeds", type=int, default=1, help="with --jitter: runs per scheduler, seeded 1..N")
     p.add_argument("--json", help="also write the rows here")
     args = p.parse_args()
     workload = _core.workload_requests(args.workload, args.set)
@@ -155,30 +171,44 @@ def main() -> None:
     clock = FakeClock()
     plugin.OptimizersMixin.clock_ns = staticmethod(clock)
     plugin.OptimizersMixin.guard_clock_ns = staticmethod(clock)
+    if not 0 <= args.jitter < 1 or args.seeds < 1 or (args.seeds > 1 and args.jitter == 0):
+        p.error("--jitter must be in [0, 1) and --seeds at least 1 (more than 1 only with --jitter)")
+    seeds = range(1, args.seeds + 1) if args.jitter > 0 else [0]
+    schedulers = [("vLLM FCFS", {"cls": VllmScheduler if args.sync else AsyncScheduler}),
+                  ("vLLM priority", {"cls": VllmScheduler if args.sync else AsyncScheduler, "policy": "priority"})]
+    for options in args.priority_options or ["{}"]:
+        schedulers.append((f"vLLM + Optimate priority {options}",
+                           {"optimate": {"optimizers": {"priority": json.loads(options)}}}))
     rows = []
     with tempfile.TemporaryDirectory() as d:
         model_dir = write_tiny_model(Path(d))
-        vllm_cls = VllmScheduler if args.sync else AsyncScheduler
-        rows.append(run(model_dir, workload, cost, clock, args, "vLLM FCFS", cls=vllm_cls))
-        rows.append(run(model_dir, workload, cost, clock, args, "vLLM priority", cls=vllm_cls, policy="priority"))
-        for options in args.priority_options or ["{}"]:
-            rows.append(run(model_dir, workload, cost, clock, args, f"vLLM + Optimate priority {options}",
-                            optimate={"optimizers": {"priority": json.loads(options)}}))
-    base = rows[0]["throughput"]
-    classes = sorted(rows[0]["ttft_p99_ms"])
+        for label, kw in schedulers:
+            rows.append([run(model_dir, workload, cost, clock, args, label, seed=seed, **kw) for seed in seeds])
+    classes = sorted(rows[0][0]["ttft_p99_ms"])
     print(f"{len(workload)} requests of {args.workload} on {cost.device} (simulated), {args.seqs} sequences, "
-          f"{args.blocks} blocks, budget {args.budget}")
+          f"{args.blocks} blocks, budget {args.budget}" +
+          (f"; step times jittered by +-{args.jitter:g}, mean of {len(seeds)} runs (range)" if args.jitter else ""))
     host = args.host_time > 0
+
+    def spread(values: list, fmt: str, unit: str = "") -> str:
+        """The mean, and the range when there are several runs."""
+        text = format(statistics.fmean(values), fmt) + unit
+        return text + (f" ({min(values):{fmt}}{unit} to {max(values):{fmt}}{unit})" if len(values) > 1 else "")
+
     print("| scheduler | out tok/s | vs FCFS | " + " | ".join(f"{c} P99 TTFT (ms)" for c in classes) +
           " | preemptions | tokens recomputed |" + (" host s |" if host else ""))
     print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|" + ("---:|" if host else ""))
-    for r in rows:
-        vs = "" if r is rows[0] else f"{100 * (r['throughput'] / base - 1):+.1f}%"
-        print(f"| {r['scheduler']} | {r['throughput']:,.0f} | {vs} | " +
-              " | ".join(f"{r['ttft_p99_ms'][c]:,.0f}" for c in classes) +
-              f" | {r['preemptions']} | {r['recomputed_tokens']:,} |" + (f" {r['host_s']:.2f} |" if host else ""))
+    for runs in rows:
+        # Each run against FCFS's run of the same seed.
+        vs = "" if runs is rows[0] else spread(
+            [100 * (r["throughput"] / f["throughput"] - 1) for r, f in zip(runs, rows[0])], "+.1f", "%")
+        print(f"| {runs[0]['scheduler']} | {spread([r['throughput'] for r in runs], ',.0f')} | {vs} | " +
+              " | ".join(spread([r["ttft_p99_ms"][c] for r in runs], ",.0f") for c in classes) +
+              f" | {statistics.fmean(r['preemptions'] for r in runs):,.0f}"
+              f" | {statistics.fmean(r['recomputed_tokens'] for r in runs):,.0f} |" +
+              (f" {statistics.fmean(r['host_s'] for r in runs):.2f} |" if host else ""))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps([r for runs in rows for r in runs], indent=1))
 
 
 if __name__ == "__main__":

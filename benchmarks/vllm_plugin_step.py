@@ -9,10 +9,14 @@ classes arrives at once, so the waiting queue is long while the batch fills.
 
 Prints, per scheduler: steps, the median and P99 of schedule() + update_from_output() per step
 (ms of this machine's time), their sum, and preemptions. Options: --requests, --seqs, --blocks,
---prompt, --output, --priority-options (JSON).
+--prompt, --output, --priority-options (JSON); --parts also times the plugin's own parts of a
+step (its preparation before vLLM's loop, the view in it, putting the queue back, the step
+statistics), as the mean per step of the plugin's run.
 """
 
 import argparse
+import collections
+import functools
 import json
 import statistics
 import tempfile
@@ -21,6 +25,29 @@ from pathlib import Path
 
 from conftest import Driver, FakeClock, VllmScheduler, build_scheduler, request, write_tiny_model
 from optimate.vllm import scheduler as plugin
+from optimate.vllm import stats, views
+
+#: The plugin's parts that --parts times: (owner, method, label).
+PARTS = [(plugin.OptimizersMixin, "_optimate_prepare", "preparation"),
+         (views.ViewBuilder, "scheduler_view", "of which the views"),
+         (plugin.OptimizersMixin, "_optimate_finish", "the queue put back"),
+         (stats.StepStats, "on_schedule", "statistics after schedule()"),
+         (stats.StepStats, "on_update", "statistics after update_from_output()")]
+
+
+def time_parts(spent: collections.Counter) -> None:
+    """Wraps each of PARTS to add its time (s) to `spent`."""
+    for owner, name, label in PARTS:
+        method = getattr(owner, name)
+
+        def timed(*a, _method=method, _label=label, **kw):
+            t0 = time.perf_counter()
+            try:
+                return _method(*a, **kw)
+            finally:
+                spent[_label] += time.perf_counter() - t0
+
+        setattr(owner, name, functools.wraps(method)(timed))
 
 
 def run(model_dir: str, clock: FakeClock, args, label: str, **kw) -> dict:
@@ -50,20 +77,29 @@ def main() -> None:
     p.add_argument("--prompt", type=int, default=512)
     p.add_argument("--output", type=int, default=160)
     p.add_argument("--priority-options", default="{}")
+    p.add_argument("--parts", action="store_true", help="also time the plugin's own parts of a step")
     args = p.parse_args()
     options = json.loads(args.priority_options)
     clock = FakeClock()
     plugin.OptimizersMixin.clock_ns = staticmethod(clock)
+    spent = collections.Counter()
     with tempfile.TemporaryDirectory() as d:
         model_dir = write_tiny_model(Path(d))
         rows = [run(model_dir, clock, args, "vLLM FCFS", cls=VllmScheduler),
-                run(model_dir, clock, args, "vLLM priority", cls=VllmScheduler, policy="priority"),
-                run(model_dir, clock, args, "vLLM + Optimate priority", optimate={"optimizers": {"priority": options}})]
+                run(model_dir, clock, args, "vLLM priority", cls=VllmScheduler, policy="priority")]
+        if args.parts:
+            time_parts(spent)
+        rows.append(run(model_dir, clock, args, "vLLM + Optimate priority",
+                        optimate={"optimizers": {"priority": options}}))
     print("| scheduler | steps | median ms/step | P99 ms/step | total s | preemptions |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['scheduler']} | {r['steps']} | {r['median_ms']:.3f} | {r['p99_ms']:.3f} | {r['total_s']:.2f} | "
               f"{r['preemptions']} |")
+    if args.parts:
+        print("\n| the plugin's part | mean ms/step |\n|---|---:|")
+        for _, _, label in PARTS:
+            print(f"| {label} | {spent[label] * 1e3 / rows[-1]['steps']:.3f} |")
 
 
 if __name__ == "__main__":
