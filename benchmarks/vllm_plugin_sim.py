@@ -26,8 +26,10 @@ and reports the mean of the N runs with their range.
         --priority-options '{}' --priority-options '{"preempt_after_ms": 0}'
 
 One row per scheduler (one per --priority-options for the plugin): output tokens per simulated
-second and against the first row, each class's P99 TTFT, preemptions, and the tokens (prompt
-and output so far) computed again after a preemption (prefix-cache hits excluded).
+second and against the first row, each class's P99 TTFT, the mean TPOT (as clients measure it:
+it includes the time a preempted request waits to run again), the mean step on the GPU,
+preemptions, and the tokens (prompt and output so far) computed again after a preemption
+(prefix-cache hits excluded).
 """
 
 from __future__ import annotations
@@ -72,13 +74,19 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     high_water: dict[str, int] = {}  # the most tokens each request has had computed
     in_flight: list[tuple] = []      # (scheduler output, ids, sampled, end of its step on the GPU)
     gpu_free = clock.s
-    recomputed = preemptions = output_tokens = 0
+    num_outputs: dict[str, int] = {}
+    recomputed = preemptions = output_tokens = steps = 0
+    gpu_busy = 0.0
     host_s = 0.0
     rng = random.Random(seed)
 
     def gpu_seconds(seqs: list) -> float:
+        nonlocal gpu_busy, steps
         seconds = cost.step_seconds(seqs)
-        return seconds * (1 + rng.uniform(-args.jitter, args.jitter)) if args.jitter > 0 else seconds
+        seconds *= (1 + rng.uniform(-args.jitter, args.jitter)) if args.jitter > 0 else 1
+        gpu_busy += seconds
+        steps += 1
+        return seconds
 
     def host(seconds: float) -> None:  # the engine core's thread was busy this long
         nonlocal host_s
@@ -124,6 +132,7 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
             for rid, tokens in zip(ids, sampled):
                 if tokens and rid not in finished:
                     output_tokens += 1
+                    num_outputs[rid] = num_outputs.get(rid, 0) + 1
                     first_token.setdefault(rid, clock.s)
             t0 = time.perf_counter()
             outputs = s.update_from_output(out, runner)
@@ -139,8 +148,12 @@ def run(model_dir: str, workload: list[dict], cost: _core.CostModel, clock: Fake
     assert len(finished) == len(workload), f"{label}: {len(workload) - len(finished)} requests never finished"
     duration = max(finished.values()) - start
     ttft = {c: [first_token[r] - arrival[r] for r in arrival if klass[r] == c] for c in set(klass.values())}
+    # Time per output token after the first, as vLLM's clients measure it: it includes the time a
+    # preempted request waits to run again, not only its steps.
+    tpot = [(finished[r] - first_token[r]) / (num_outputs[r] - 1) for r in finished if num_outputs[r] > 1]
     return {"scheduler": label, "throughput": output_tokens / duration, "duration_s": duration,
             "ttft_p99_ms": {c: percentile(v, 0.99) * 1e3 for c, v in ttft.items()},
+            "tpot_mean_ms": 1e3 * sum(tpot) / len(tpot), "step_mean_ms": 1e3 * gpu_busy / max(steps, 1),
             "preemptions": preemptions, "recomputed_tokens": recomputed, "host_s": host_s}
 
 
@@ -196,14 +209,15 @@ def main() -> None:
         return text + (f" ({min(values):{fmt}}{unit} to {max(values):{fmt}}{unit})" if len(values) > 1 else "")
 
     print("| scheduler | out tok/s | vs FCFS | " + " | ".join(f"{c} P99 TTFT (ms)" for c in classes) +
-          " | preemptions | tokens recomputed |" + (" host s |" if host else ""))
-    print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|" + ("---:|" if host else ""))
+          " | mean TPOT (ms) | mean step (ms) | preemptions | tokens recomputed |" + (" host s |" if host else ""))
+    print("|---|---:|---:|" + "---:|" * len(classes) + "---:|---:|---:|---:|" + ("---:|" if host else ""))
     for runs in rows:
         # Each run against FCFS's run of the same seed.
         vs = "" if runs is rows[0] else spread(
             [100 * (r["throughput"] / f["throughput"] - 1) for r, f in zip(runs, rows[0])], "+.1f", "%")
         print(f"| {runs[0]['scheduler']} | {spread([r['throughput'] for r in runs], ',.0f')} | {vs} | " +
               " | ".join(spread([r["ttft_p99_ms"][c] for r in runs], ",.0f") for c in classes) +
+              f" | {spread([r['tpot_mean_ms'] for r in runs], '.2f')} | {spread([r['step_mean_ms'] for r in runs], '.2f')}"
               f" | {statistics.fmean(r['preemptions'] for r in runs):,.0f}"
               f" | {statistics.fmean(r['recomputed_tokens'] for r in runs):,.0f} |" +
               (f" {statistics.fmean(r['host_s'] for r in runs):.2f} |" if host else ""))

@@ -36,6 +36,8 @@ def test_every_request_finishes_and_the_important_class_waits_less(model_dir, mo
     ours = sim.run(model_dir, workload, cost, clock, args, "optimate", seed=1, optimate={"optimizers": {"priority": {}}})
     for row in (fcfs, ours):  # run() asserts that every request finished
         assert row["throughput"] > 0 and row["duration_s"] > 0
+        # A request's TPOT spans its steps (and any wait after a preemption): at least a step's.
+        assert row["tpot_mean_ms"] >= 0.9 * row["step_mean_ms"] > 0
         assert set(row["ttft_p99_ms"]) == {"high", "low"}
     assert ours["ttft_p99_ms"]["high"] < 0.5 * fcfs["ttft_p99_ms"]["high"]
     for row in (fcfs, ours):  # the host's time is on the clock only when asked for
