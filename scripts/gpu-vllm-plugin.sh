@@ -4,7 +4,8 @@
 # FCFS (vLLM's default), `--scheduling-policy priority`, and `--scheduler-cls
 # optimate.vllm.Scheduler` with the priority optimizer — then configs/workloads/
 # vllm-two-class-burst.toml against each in turn (`optimate bench --url`), and one table: the
-# high class's P99 TTFT and the output throughput of each.
+# high class's P99 TTFT and the output throughput of each. Beside it in OUT_DIR: each server's
+# vLLM preemptions (vllm-preemptions.txt) and engine steps with tokens per step (vllm-steps.txt).
 #
 # Usage: scripts/gpu-vllm-plugin.sh OPTIMATE_BIN OUT_DIR
 #   OPTIMATE_BIN  the `optimate` binary (the benchmark client; any build)
@@ -100,6 +101,13 @@ fi
 for s in "${servers[@]}"; do
   echo "$s $(curl -s "http://127.0.0.1:${port[$s]}/metrics" | grep '^vllm:num_preemptions_total' | awk '{n += $NF} END {print n + 0}')"
 done >"$out/vllm-preemptions.txt"
+# Each server's engine steps and tokens per step (vLLM's iteration_tokens histogram): with its
+# run's duration, the mean step, which a client's TPOT (it counts waits after preemptions) is not.
+for s in "${servers[@]}"; do
+  curl -s "http://127.0.0.1:${port[$s]}/metrics" | awk -v s="$s" '
+    /^vllm:iteration_tokens_total_count/ {n += $NF} /^vllm:iteration_tokens_total_sum/ {t += $NF}
+    END {printf "%s steps %d tokens_per_step %.1f\n", s, n, n ? t / n : 0}'
+done >"$out/vllm-steps.txt"
 
 # 4. The table.
 "$py" - "$out/bench/report.json" <<'PY' || status=1
