@@ -10,8 +10,8 @@ classes arrives at once, so the waiting queue is long while the batch fills.
 Prints, per scheduler: steps, the median and P99 of schedule() + update_from_output() per step
 (ms of this machine's time), their sum, and preemptions. Options: --requests, --seqs, --blocks,
 --prompt, --output, --priority-options (JSON); --parts also times the plugin's own parts of a
-step (its preparation before vLLM's loop, the view in it, putting the queue back, the step
-statistics), as the mean per step of the plugin's run.
+step (its preparation before vLLM's loop, the views it and the victim choice build, putting the
+queue back, the step statistics), as the mean per step of the plugin's run.
 """
 
 import argparse
@@ -29,7 +29,7 @@ from optimate.vllm import stats, views
 
 #: The plugin's parts that --parts times: (owner, method, label).
 PARTS = [(plugin.OptimizersMixin, "_optimate_prepare", "preparation"),
-         (views.ViewBuilder, "scheduler_view", "of which the views"),
+         (views.ViewBuilder, "scheduler_view", "the views (the preparation's, and the victim choice's in vLLM's loop)"),
          (plugin.OptimizersMixin, "_optimate_finish", "the queue put back"),
          (stats.StepStats, "on_schedule", "statistics after schedule()"),
          (stats.StepStats, "on_update", "statistics after update_from_output()")]

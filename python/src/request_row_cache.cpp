@@ -8,7 +8,16 @@ namespace optimate::python {
 
 void RequestRowCache::fill_waiting(OwnedSchedulerView& view, nb::handle requests, nb::handle make_row) {
   std::vector<const RequestRow*> rows;
-  std::vector<PyObject*> stale;  // another object's row under an id a new row takes
+  // Another object's row under an id a new row takes: erased once the view has copied the rows,
+  // or when make_row throws partway (its id points to the new object already).
+  std::vector<PyObject*> stale;
+  struct EraseStale {
+    std::vector<PyObject*>& stale;
+    RequestRowCache& cache;
+    ~EraseStale() {
+      for (PyObject* object : stale) cache.by_object_.erase(object);
+    }
+  } erase_stale{stale, *this};
   rows.reserve(nb::len(requests));
   for (nb::handle request : requests) {
     auto it = by_object_.find(request.ptr());
@@ -22,7 +31,6 @@ void RequestRowCache::fill_waiting(OwnedSchedulerView& view, nb::handle requests
     rows.push_back(&it->second.row);  // unordered_map: an element stays where it is
   }
   view.set_waiting(rows);
-  for (PyObject* object : stale) by_object_.erase(object);  // after the view copied what it needs
 }
 
 void RequestRowCache::drop(const std::string& request_id) {
@@ -32,10 +40,37 @@ void RequestRowCache::drop(const std::string& request_id) {
   by_id_.erase(id);
 }
 
+void RequestRowCache::clear() {
+  by_id_.clear();
+  by_object_.clear();
+}
+
+namespace {
+
+// The cache holds its requests: the garbage collector sees them, so a cycle through it is found.
+int traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  for (const auto& [object, entry] : nb::inst_ptr<RequestRowCache>(self)->entries()) Py_VISIT(object);
+  return 0;
+}
+
+int clear(PyObject* self) {
+  nb::inst_ptr<RequestRowCache>(self)->clear();
+  return 0;
+}
+
+PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(traverse)},
+                       {Py_tp_clear, reinterpret_cast<void*>(clear)},
+                       {0, nullptr}};
+
+}  // namespace
+
 void bind_request_row_cache(nb::module_& m) {
   nb::class_<RequestRowCache>(m, "RequestRowCache",
                               "A front end's waiting rows kept between decisions, keyed by its request objects: "
-                              "a row is made once, then reused until dropped.")
+                              "a row is made once, then reused until dropped.",
+                              nb::type_slots(slots))
       .def(nb::init<>())
       .def("fill_waiting", &RequestRowCache::fill_waiting, nb::arg("view"), nb::arg("requests"), nb::arg("make_row"),
            "Sets view.waiting to the rows of `requests`, in order: a cached row, or make_row(request) (a "

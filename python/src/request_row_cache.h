@@ -22,13 +22,17 @@ class RequestRowCache {
   void fill_waiting(OwnedSchedulerView& view, nb::handle requests, nb::handle make_row);
   // Forgets the row of the request with this id; nothing when it has none.
   void drop(const std::string& request_id);
+  // Forgets every row (the garbage collector's clear).
+  void clear();
   size_t size() const { return by_object_.size(); }
 
- private:
   struct Entry {
     nb::object request;
     RequestRow row;
   };
+  const std::unordered_map<PyObject*, Entry>& entries() const { return by_object_; }
+
+ private:
   std::unordered_map<PyObject*, Entry> by_object_;
   std::unordered_map<std::string, PyObject*> by_id_;
 };

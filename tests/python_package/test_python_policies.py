@@ -195,6 +195,35 @@ def test_a_row_cache_makes_each_waiting_row_once():
     with pytest.raises(ValueError, match=r"waiting\[1\]"):
         cache.fill_waiting(view, [b, Req("d", 1)], lambda r: ("d", 1))
     assert [r.request_id for r in view.waiting] == ["a", "b"]
+    # Failing after a new object took a cached id: the old object's row goes all the same.
+    b2 = Req("b", 8)
+    with pytest.raises(ValueError, match=r"waiting\[1\]"):
+        cache.fill_waiting(view, [b2, Req("d", 1)], lambda r: row(r) if r.rid == "b" else ("d", 1))
+    cache.drop("b")
+    b.priority = 9
+    cache.fill_waiting(view, [b], row)
+    assert view.waiting[0].priority == 9 and len(cache) == 3  # a, c and b
+
+
+def test_a_row_cache_lets_the_garbage_collector_see_what_it_holds():
+    import gc
+    import weakref
+
+    from optimate import _core
+
+    class Holder:  # a request object that refers back to the cache: a cycle
+        pass
+
+    def cycle():
+        cache = _core.RequestRowCache()
+        holder = Holder()
+        holder.cache = cache
+        cache.fill_waiting(SchedulerView(), [holder], lambda r: ("h", 1, 0, 1, 50, 10, 0, 0, 16, 0, 0, 0, 0, -1, False))
+        return weakref.ref(holder)
+
+    held = cycle()
+    gc.collect()
+    assert held() is None
 
 
 def test_python_policy_name_must_be_new(model):

@@ -190,6 +190,31 @@ def test_a_slow_optimizer_falls_back_to_vllm_by_itself(make, driver, clock, monk
     assert "optimate:optimizer_fallbacks_total" in scheduler.optimate_call("metrics")
 
 
+def test_an_aborted_stream_of_input_leaves_nothing_behind(make, driver):
+    """A request whose input comes in chunks (vLLM's resumable requests) ends its first chunk
+    with a finished output and waits for the next; aborted there, the plugin keeps nothing of
+    it (no row, no id) once every request is finished."""
+    from vllm.v1.request import RequestStatus
+
+    def streamed(prompt_len):
+        r = request("S", prompt_len=prompt_len, max_tokens=2)
+        r.resumable = True
+        return r
+
+    s = make(PRIORITY, max_num_seqs=2, num_blocks=64)
+    d = driver(s)
+    d.add(request("A", max_tokens=40), streamed(16), request("B", max_tokens=40))
+    d.step()
+    d.add(streamed(8))  # the next chunk, sent while the first runs
+    for _ in range(3):
+        d.step()
+    assert any(r.request_id == "S" for r in s.waiting)  # its first chunk done, it waits again
+    s.finish_requests(["S"], RequestStatus.FINISHED_ABORTED)
+    d.run()
+    views = s._optimate_views
+    assert not s.requests and len(views._waiting_rows) == 0 and not views._seq_ids and not views._fixed
+
+
 def test_when_the_plugin_itself_fails_vllm_schedules_alone(make, driver, monkeypatch):
     scheduler = make(PRIORITY, max_num_seqs=1)
 

@@ -82,6 +82,8 @@ class StepStats:
         if request_id in self._requests:
             self.host.on_output(request_id, 0, True, now_ns)
             self._finish(request_id)
+        else:  # its output already said finished (a chunk of streamed input), yet it waited again
+            self.views.forget(request_id)
 
     def _finish(self, request_id: str) -> None:
         info = self._requests.pop(request_id, None)

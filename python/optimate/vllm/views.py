@@ -84,7 +84,7 @@ class ViewBuilder:
                        token_budget_left: int, prefix_caching: bool, last_step_ns: int,
                        mean_step_ns: float) -> _core.SchedulerView:
         view = self._view  # one view, refilled for each decision
-        self._waiting_rows.fill_waiting(view, waiting, self.row)
+        self._waiting_rows.fill_waiting(view, waiting if isinstance(waiting, list) else list(waiting), self.row)
         view.set_running([self.row(r) for r in running])
         view.now_ns = self.clock_ns()
         kv = _core.KvView()
