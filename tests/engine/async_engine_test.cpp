@@ -110,12 +110,34 @@ TEST(AsyncEngine, ErrorsAbortAndShutdown) {
 }
 
 TEST(AsyncEngine, ShutdownAbortEndsLongRequests) {
-  AsyncEngine engine(make_fake_engine());
+  EngineConfig c;
+  c.max_model_len = 512;
+  c.block_size = 4;
+  EngineParts parts;
+  auto runner = std::make_unique<GatedRunner>();
+  GatedRunner* gate = runner.get();
+  parts.runner = std::move(runner);
+  parts.clock = std::make_shared<FakeClock>();
+  AsyncEngine engine(Engine(c, std::move(parts)));
   auto a = engine.submit("a", std::vector<int32_t>{3, 4}, params(250));
-  engine.shutdown(ShutdownMode::kAbort);
+  ASSERT_TRUE(a->next().has_value());  // the first token; the engine now waits in step 2
+  std::thread stopper([&] { engine.shutdown(ShutdownMode::kAbort); });
+  // Until the engine refuses new requests, the shutdown has not been asked for yet.
+  for (int i = 0;; ++i) {
+    try {
+      engine.submit("probe-" + std::to_string(i), std::vector<int32_t>{3}, params(1));
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+      break;
+    }
+    std::this_thread::yield();
+  }
+  gate->open();
+  stopper.join();
   FinishReason reason = FinishReason::kNone;
-  drain(*a, &reason);
-  EXPECT_TRUE(reason == FinishReason::kAbort || reason == FinishReason::kLength);
+  const auto tokens = drain(*a, &reason);
+  EXPECT_EQ(reason, FinishReason::kAbort);
+  EXPECT_LT(tokens.size(), 250u);
 }
 
 }  // namespace

@@ -172,6 +172,7 @@ def test_streamed_tool_call_deltas_rebuild_the_call(client, tool_choice):
     kwargs = dict(model=MODEL_NAME, messages=[{"role": "user", "content": "Weather in Rome?"}],
                   tools=[WEATHER_TOOL], tool_choice=tool_choice, max_tokens=60, **GREEDY)
     whole = client.chat.completions.create(**kwargs).choices[0].message.tool_calls
+    assert whole  # a required or named tool is called
     names, args, ids = {}, {}, {}
     for chunk in client.chat.completions.create(stream=True, **kwargs):
         for choice in chunk.choices:
@@ -184,6 +185,7 @@ def test_streamed_tool_call_deltas_rebuild_the_call(client, tool_choice):
                     args[d.index] = args.get(d.index, "") + d.function.arguments
     assert names == {i: c.function.name for i, c in enumerate(whole)}
     assert {i: json.loads(a) for i, a in args.items()} == {i: _call_args(c) for i, c in enumerate(whole)}
+    assert set(ids) == set(names) == set(range(len(whole)))  # every rebuilt call has its id
     assert all(v.startswith("chatcmpl-tool-") for v in ids.values())
 
 
@@ -262,11 +264,18 @@ def test_stop_token_ids_min_tokens_and_include_stop_str(client, server):
     assert at_least.usage.completion_tokens >= 15
 
 
-def test_skip_special_tokens_false_shows_them(client):
-    r = client.completions.create(model=MODEL_NAME, prompt="<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-                                  max_tokens=40, extra_body={"skip_special_tokens": False}, **GREEDY)
-    if r.choices[0].finish_reason == "stop":
-        assert r.choices[0].text  # the stop special token is not text; what came before is
+def test_skip_special_tokens_false_shows_them(client, server):
+    special = httpx.post(server.url + "/tokenize", json={"model": MODEL_NAME, "prompt": "<|im_start|>",
+                                                         "add_special_tokens": False}).json()["tokens"]
+    assert len(special) == 1
+
+    def text(skip: bool) -> str:  # three of the special token, forced
+        return client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=3, logit_bias={str(special[0]): 100},
+                                         extra_body={"ignore_eos": True, "skip_special_tokens": skip},
+                                         **GREEDY).choices[0].text
+
+    assert text(False) == "<|im_start|>" * 3
+    assert text(True) == ""
 
 
 def test_continuous_usage_stats(client):

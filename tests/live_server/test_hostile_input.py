@@ -112,10 +112,23 @@ def test_bad_chat_messages(server, messages):
 
 def test_ten_megabyte_body(server):
     body = json.dumps({"model": MODEL_NAME, "prompt": "a" * (10 * 1024 * 1024)}).encode()
+    # Its length alone is refused, before a byte of it is read.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as s:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        reply = b""
+        while b"}}" not in reply:
+            chunk = s.recv(4096)
+            assert chunk, reply
+            reply += chunk
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert json.loads(payload)["error"]["code"] == 413
+    # Sent whole, it gets the same answer, or the connection closes while the client still sends.
     try:
         r = post_raw(server, "/v1/completions", body)
-    except httpx.HTTPError:
-        return  # the server may close the connection while the client is still sending
+    except (httpx.WriteError, httpx.RemoteProtocolError):
+        return
     assert_openai_error(r, 413)
 
 
@@ -145,6 +158,8 @@ def test_headers_that_never_end(server):
 
 
 def test_disconnect_mid_stream(server):
+    aborted = server.metric("vllm:request_success_total", finished_reason="abort")
+    generated = server.metric("vllm:generation_tokens_total")
     body = {"model": MODEL_NAME, "prompt": "Tell me a long story.", "max_tokens": 500, "stream": True,
             "ignore_eos": True}
     with httpx.Client(timeout=60.0) as c:
@@ -158,6 +173,8 @@ def test_disconnect_mid_stream(server):
                     break
     # The request is aborted and its blocks freed well before it could have produced 500 tokens.
     server.wait_idle(timeout_s=10)
+    assert server.metric("vllm:request_success_total", finished_reason="abort") == aborted + 1
+    assert server.metric("vllm:generation_tokens_total") - generated < 500
 
 
 def test_two_hundred_requests_aborted_at_once(server):
