@@ -185,12 +185,8 @@ void AsyncEngine::run() {
     if (stopping_ && commands_.empty() && !engine_.has_unfinished()) return;
     // The batch policy held every waiting request back and nothing runs: sleep until its
     // retry time, a new command or shutdown instead of stepping in a busy loop.
-    if (const std::optional<int64_t> until = engine_.idle_until_ns(); until && outs.empty()) {
-      const int64_t wait_ns = *until - engine_.clock().now_ns();
-      if (wait_ns > 0)
-        cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns),
-                     [&] { return !commands_.empty() || stopping_; });
-    }
+    if (const std::optional<int64_t> until = engine_.idle_until_ns(); until && outs.empty())
+      engine_.clock().wait_until(cv_, lock, *until, [&] { return !commands_.empty() || stopping_; });
   }
 }
 

@@ -242,7 +242,8 @@ TEST(HttpTarget, KeepsConnectionsAliveAndReplacesOnesTheServerClosed) {
 
 TEST(HttpTarget, MaxConcurrencyBoundsRequestsInFlight) {
   ScriptedServer s;
-  s.event_delay = std::chrono::milliseconds(10);
+  s.hold_until_in_flight = 2;  // a reply waits for a second request in flight (or the sixth)
+  s.hold_until_received = 6;
   HttpTargetOptions options;
   options.max_concurrency = 2;
   const Workload w = scripted_workload(std::vector<std::string>(6, "ok"), 4, ArrivalKind::kOffline);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -62,8 +63,11 @@ class ScriptedServer {
     return last_authorization_;
   }
 
-  // Delay before each streamed event, so requests overlap.
-  std::chrono::milliseconds event_delay{0};
+  // Each completion is answered only once this many are in flight at once, or once this many
+  // have arrived in all (the last ones may come alone): requests overlap, by a condition rather
+  // than a delay. 0: answered at once.
+  int64_t hold_until_in_flight = 0;
+  int64_t hold_until_received = 0;
   // The body of the n-th GET /metrics (n from 0); unset or empty: 404, as a server without it.
   std::function<std::string(int64_t)> metrics;
 
@@ -110,11 +114,22 @@ class ScriptedServer {
       }
       ++received_;
       const Json body = Json::parse(req.body());
-      const int64_t active = ++active_;
+      int64_t active = 0;
+      {
+        std::unique_lock lock(mutex_);
+        active = ++active_;
+        hold_.notify_all();
+        hold_.wait(lock, [&] {
+          return hold_until_in_flight == 0 || active_ >= hold_until_in_flight || received_ >= hold_until_received;
+        });
+      }
       int64_t seen = max_active_.load();
       while (active > seen && !max_active_.compare_exchange_weak(seen, active)) {}
       const bool keep = answer(socket, body);
-      --active_;
+      {
+        std::lock_guard lock(mutex_);
+        --active_;
+      }
       if (!keep) return;
     }
   }
@@ -124,7 +139,6 @@ class ScriptedServer {
     net::write(socket, net::buffer(bytes), ec);
   }
   void event(tcp::socket& socket, const std::string& data) {
-    std::this_thread::sleep_for(event_delay);
     write(socket, http_chunk(data));
   }
   void stream_head(tcp::socket& socket) {
@@ -205,6 +219,7 @@ class ScriptedServer {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> accepted_{0}, active_{0}, max_active_{0}, received_{0};
   mutable std::mutex mutex_;
+  std::condition_variable hold_;
   std::string last_authorization_;
   int64_t scrapes_ = 0;
 };
