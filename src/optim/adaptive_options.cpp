@@ -29,9 +29,9 @@ AdaptiveOptions AdaptiveOptions::read(OptionReader& r) {
   at_least(o.ttft_p99_ms, 0, "ttft_p99_ms");
   o.tpot_p99_ms = r.get_double("tpot_p99_ms", o.tpot_p99_ms);
   at_least(o.tpot_p99_ms, 0, "tpot_p99_ms");
-  o.interval_ms = r.get_double("interval_ms", o.interval_ms);
+  o.interval_ms = r.get_ms("interval_ms", o.interval_ms);
   at_least(o.interval_ms, 1, "interval_ms");
-  o.window_ms = r.get_double("window_ms", o.window_ms);
+  o.window_ms = r.get_ms("window_ms", o.window_ms);
   at_least(o.window_ms, o.interval_ms, "window_ms");
   o.min_samples = r.get_int("min_samples", o.min_samples);
   at_least(static_cast<double>(o.min_samples), 1, "min_samples");
@@ -64,7 +64,7 @@ AdaptiveOptions AdaptiveOptions::read(OptionReader& r) {
   at_least(static_cast<double>(o.long_min_tokens), 1, "long_min_tokens");
   o.kv_quant = r.get_bool("kv_quant", o.kv_quant);
   o.batch_wait = r.get_bool("batch_wait", o.batch_wait);
-  o.batch_max_wait_ms = r.get_double("batch_max_wait_ms", o.batch_max_wait_ms);
+  o.batch_max_wait_ms = r.get_ms("batch_max_wait_ms", o.batch_max_wait_ms, 60'000.0);
   at_least(o.batch_max_wait_ms, 0, "batch_max_wait_ms");
   o.batch_arrivals = r.get_double("batch_arrivals", o.batch_arrivals);
   at_least(o.batch_arrivals, 1, "batch_arrivals");

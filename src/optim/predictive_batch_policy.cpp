@@ -11,7 +11,7 @@ namespace optimate::optim {
 
 PredictiveOptions PredictiveOptions::read(OptionReader& r) {
   PredictiveOptions o;
-  o.max_wait_ms = r.get_double("max_wait_ms", o.max_wait_ms);
+  o.max_wait_ms = r.get_ms("max_wait_ms", o.max_wait_ms, 60'000.0);  // longer is a queue, not a batch
   if (o.max_wait_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.predictive.max_wait_ms must be >= 0, got {}", o.max_wait_ms);
   o.rate_window_ms = r.get_double("rate_window_ms", o.rate_window_ms);

@@ -43,14 +43,14 @@ PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
   // the top level, levels - 1 and above the bottom one.
   const int64_t default_lowest = order == PriorityOrder::kHigherFirst ? 0 : -(o.levels - 1);
   o.lowest_priority = EnginePriority{r.get_int("lowest_priority", default_lowest)};
-  o.aging_ms = r.get_double("aging_ms", o.aging_ms);
+  o.aging_ms = r.get_ms("aging_ms", o.aging_ms);
   if (o.aging_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.aging_ms must be >= 0, got {}", o.aging_ms);
-  const double every = r.get_double("max_wait_ms", kDefaultMaxWaitMs);
+  const double every = r.get_ms("max_wait_ms", kDefaultMaxWaitMs);
   o.max_wait_ms.assign(static_cast<size_t>(o.levels), every);
   for (int64_t level = 0; level < o.levels; ++level) {
     const std::string key = "max_wait_ms_" + o.level_name(level);
-    o.max_wait_ms[level] = r.get_double(key, every);
+    o.max_wait_ms[level] = r.get_ms(key, every);
     if (o.max_wait_ms[level] <= 0)
       fail(ErrorCode::kInvalidArgument, "optimizers.priority.{} must be > 0, got {}", key,
            o.max_wait_ms[level]);
@@ -60,11 +60,11 @@ PriorityOptions PriorityOptions::read(OptionReader& r, PriorityOrder order) {
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.overdue_share must be in [0, 1], got {}",
          o.overdue_share);
   o.preempt = r.get_bool("preempt", o.preempt);
-  o.preempt_after_ms = r.get_double("preempt_after_ms", o.preempt_after_ms);
+  o.preempt_after_ms = r.get_ms("preempt_after_ms", o.preempt_after_ms);
   if (o.preempt_after_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.preempt_after_ms must be >= 0, got {}",
          o.preempt_after_ms);
-  o.min_run_ms = r.get_double("min_run_ms", o.min_run_ms);
+  o.min_run_ms = r.get_ms("min_run_ms", o.min_run_ms);
   if (o.min_run_ms < 0)
     fail(ErrorCode::kInvalidArgument, "optimizers.priority.min_run_ms must be >= 0, got {}", o.min_run_ms);
   o.choose_victims = r.get_bool("choose_victims", o.choose_victims);

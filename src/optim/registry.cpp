@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <fmt/ranges.h>
 
@@ -36,9 +37,19 @@ int64_t OptionReader::get_int(const std::string& key, int64_t fallback) {
 double OptionReader::get_double(const std::string& key, double fallback) {
   const OptionValue* v = find(key, fallback);
   if (!v) return fallback;
-  if (auto* d = std::get_if<double>(v)) return *d;
+  if (auto* d = std::get_if<double>(v)) {
+    if (!std::isfinite(*d)) fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a finite number", spec_.name, key);
+    return *d;
+  }
   if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
   fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be a number", spec_.name, key);
+}
+
+double OptionReader::get_ms(const std::string& key, double fallback, double max_ms) {
+  const double ms = get_double(key, fallback);
+  if (ms > max_ms)
+    fail(ErrorCode::kInvalidArgument, "optimizers.{}.{} must be at most {} ms, got {}", spec_.name, key, max_ms, ms);
+  return ms;
 }
 
 std::string OptionReader::get_string(const std::string& key, const std::string& fallback) {

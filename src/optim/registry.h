@@ -28,7 +28,10 @@ class OptionReader {
   explicit OptionReader(const OptimizerSpec& spec) : spec_(spec) {}
   bool get_bool(const std::string& key, bool fallback);
   int64_t get_int(const std::string& key, int64_t fallback);
-  double get_double(const std::string& key, double fallback);  // ints accepted too
+  double get_double(const std::string& key, double fallback);  // ints accepted too; finite only
+  // A duration in ms, at most `max_ms` (by default 10^12 ms, some 31 years: beyond, its
+  // nanoseconds would not fit the clock's integers).
+  double get_ms(const std::string& key, double fallback, double max_ms = 1e12);
   std::string get_string(const std::string& key, const std::string& fallback);
   // An integer or a string, as text ("8", "fp8").
   std::string get_int_or_string(const std::string& key, const std::string& fallback);

@@ -4,6 +4,9 @@
 // slots or on KV blocks.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "optim/priority_queue_policy.h"
 #include "optim/sched_harness.h"
@@ -68,6 +71,17 @@ TEST(PriorityScheduling, LevelsClampOutOfRangePriorities) {
   EXPECT_THROW(build_optimizers({priority({{"levels", int64_t{0}}})}), Error);
   EXPECT_THROW(build_optimizers({priority({{"max_wait_ms_critical", 10.0}, {"levels", int64_t{3}}})}), Error);
   EXPECT_THROW(build_optimizers({priority({{"aging", 1.0}})}), Error);  // typo: no such option
+}
+
+// Waits are durations the clock can hold: finite, at most 10^12 ms (a batch hold at most a
+// minute); a value past that is refused rather than overflowing into no wait at all.
+TEST(PriorityScheduling, DurationOptionsAreFiniteAndBounded) {
+  EXPECT_NO_THROW(build_optimizers({priority({{"max_wait_ms", 1e12}})}));
+  EXPECT_THROW(build_optimizers({priority({{"max_wait_ms", 1e15}})}), Error);
+  EXPECT_THROW(build_optimizers({priority({{"aging_ms", std::numeric_limits<double>::infinity()}})}), Error);
+  EXPECT_THROW(build_optimizers({priority({{"min_run_ms", std::nan("")}})}), Error);
+  EXPECT_NO_THROW(build_optimizers({OptimizerSpec{"predictive", {{"max_wait_ms", 60'000.0}}}}));
+  EXPECT_THROW(build_optimizers({OptimizerSpec{"predictive", {{"max_wait_ms", 1e8}}}}), Error);
 }
 
 // Two slots and high-priority arrivals faster than the slots free up: the high queue never
