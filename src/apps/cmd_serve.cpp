@@ -263,7 +263,8 @@ void add_serve_command(CLI::App& app) {
                   "threads compiling structured outputs' grammars (off the network threads)")
       ->capture_default_str();
   cmd->add_option("--grammar-compile-timeout", o->grammar_timeout_s,
-                  "seconds a request waits for its grammar to compile, then 400 (the compile goes on and is cached)")
+                  "seconds a request waits for its grammar to compile, then 400, or 503 if it waited behind other "
+                  "compiles (the compile goes on and is cached)")
       ->capture_default_str();
   cmd->add_option("--cost-profile", o->cost_profile,
                   "cost profile of this backend (optimate bench --calibrate): an optimizer whose steps run "

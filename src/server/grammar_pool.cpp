@@ -23,6 +23,7 @@ struct GrammarPool::Job {
   GrammarSpec spec;
   std::vector<std::shared_ptr<Waiter>> waiters;
   bool running = false;
+  int64_t started_ns = 0;  // when a worker took it (running)
 };
 
 class GrammarPool::PoolTicket final : public Ticket {
@@ -137,7 +138,10 @@ void GrammarPool::expire_overdue() {
           continue;
         }
         (*w)->finished = true;
-        expired.emplace_back(*w, timeout_error(job.spec));
+        // The grammar is slow only if its own compile has run the whole timeout; a wait spent
+        // queued behind other compiles is the server's load, which the client may retry.
+        const bool slow = job.running && now - job.started_ns >= static_cast<int64_t>(options_.timeout_s * 1e9);
+        expired.emplace_back(*w, timeout_error(job.spec, slow));
         w = job.waiters.erase(w);
       }
       if (!job.running && job.waiters.empty()) {
@@ -153,7 +157,13 @@ void GrammarPool::expire_overdue() {
   for (auto& [waiter, error] : expired) waiter->done(nullptr, error);
 }
 
-std::exception_ptr GrammarPool::timeout_error(const GrammarSpec& spec) const {
+std::exception_ptr GrammarPool::timeout_error(const GrammarSpec& spec, bool slow) const {
+  if (!slow)
+    return std::make_exception_ptr(
+        ApiError(503, fmt::format("{}: the grammar compilers were busy with other requests' grammars for {:g} s "
+                                  "(the server's --grammar-compile-timeout). Retry later.",
+                                  spec.field, options_.timeout_s))
+            .with_retry_after(1));
   return std::make_exception_ptr(ApiError(
       400,
       fmt::format("{}: the {} took longer than {:g} s to compile (the server's --grammar-compile-timeout); "
@@ -179,6 +189,7 @@ void GrammarPool::work() {
       job = queue_.front();
       queue_.pop_front();
       job->running = true;
+      job->started_ns = clock_.now_ns();
       ++stats_.compiles;
       ++stats_.running;
     }

@@ -4,7 +4,8 @@
 // A few worker threads take compiles from a queue. The same grammar asked for by several
 // requests at once is compiled once (they all wait on it), and a compiled grammar (or the
 // reason it cannot be compiled) is kept in a cache bounded in bytes, so a repeated grammar
-// costs nothing. A request waits at most `timeout_s`, then gets a 400; a compile whose
+// costs nothing. A request waits at most `timeout_s`, then gets a 400 if its grammar's own
+// compile ran that long, or a 503 (retry) if it waited behind other compiles; a compile whose
 // clients have all gone (disconnected or timed out) is dropped while still queued. A running
 // compile cannot be interrupted (the grammar engine has no way to stop one): it runs to its
 // end and its result is cached.
@@ -91,7 +92,9 @@ class GrammarPool {
   void watch();
   void withdraw(const std::shared_ptr<Waiter>& waiter);
   void cache(const std::string& key, std::shared_ptr<const TokenConstraint> constraint, std::exception_ptr error);
-  std::exception_ptr timeout_error(const structured::GrammarSpec& spec) const;
+  // `slow`: its own compile ran the whole timeout (400, the client's grammar); else it waited
+  // behind others' compiles (503, retry).
+  std::exception_ptr timeout_error(const structured::GrammarSpec& spec, bool slow) const;
 
   GrammarCompileFn compile_;
   GrammarPoolOptions options_;

@@ -1,6 +1,7 @@
 // The grammar pool on its own: a repeated grammar compiles once (cached, or joined while in
 // flight), a withdrawn request's queued compile is dropped, an overdue wait is answered with a
-// 400 on a fake clock while its compile goes on and is cached, and a full queue is a 503.
+// 400 on a fake clock while its compile goes on and is cached (a 503 for one queued behind it),
+// and a full queue is a 503.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -139,16 +140,19 @@ TEST(GrammarPool, AWithdrawnRequestsQueuedCompileIsDropped) {
   EXPECT_EQ(compiler.started("queued"), 0);  // never compiled
 }
 
-TEST(GrammarPool, AnOverdueWaitIsA400AndTheCompileIsStillCached) {
+// The slow grammar's own request gets a 400 (simplify it); one that waited behind it in the
+// queue gets a 503 to retry, the server being busy rather than its grammar slow.
+TEST(GrammarPool, AnOverdueWaitIsA400ForTheSlowGrammarA503BehindItAndTheCompileIsStillCached) {
   SlowCompiler compiler;
   FakeClock clock;
   GrammarPoolOptions o = options(1);
   o.timeout_s = 5;
   GrammarPool pool(std::ref(compiler), o, clock);
   compiler.hold(true);
-  Outcome slow;
+  Outcome slow, queued;
   pool.compile(spec("slow"), slow.done());
   compiler.wait_running(1);
+  pool.compile(spec("queued"), queued.done());  // one thread: it waits for "slow"
   clock.advance_ms(4'999);
   pool.expire_overdue();
   EXPECT_EQ(pool.stats().timeouts, 0);
@@ -157,6 +161,9 @@ TEST(GrammarPool, AnOverdueWaitIsA400AndTheCompileIsStillCached) {
   const auto [status, message] = slow.get();
   EXPECT_EQ(status, 400);
   EXPECT_NE(message.find("guided_regex: the regex took longer than 5 s to compile"), std::string::npos) << message;
+  const auto [queued_status, queued_message] = queued.get();
+  EXPECT_EQ(queued_status, 503) << queued_message;
+  EXPECT_NE(queued_message.find("Retry later"), std::string::npos) << queued_message;
   // The compile cannot be stopped: it ends, and the next request for it costs nothing.
   compiler.hold(false);
   for (int i = 0; i < 1000 && pool.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
