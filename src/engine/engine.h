@@ -146,6 +146,9 @@ class Engine {
   // `specs` the runner cannot run.
   void apply_kernels();
   void check_kernels(const std::vector<OptimizerSpec>& specs) const;
+  // An enabled optimizer that needs the KV cache laid out for quantized blocks (kv_quant) is
+  // refused when this cache was not: its layout is fixed at start.
+  void check_kv_layout(const std::vector<OptimizerSpec>& specs) const;
   // The step's forward pass and sampling; under a watched kernel variant that misbehaves, the
   // kernels optimizer falls back and the step runs again on the stable kernels.
   void run_step(const sched::StepPlan& plan, const ForwardBatch& batch, sched::StepResult& result);

@@ -8,6 +8,9 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/engine.h"
+#include "kv/kv_layout.h"
+#include "kv/kv_precision.h"
+#include "optim/kv_quant_policy.h"
 
 namespace optimate {
 namespace {
@@ -54,8 +57,27 @@ void Engine::apply_policies() {
   apply_kernels();
 }
 
+void Engine::check_kv_layout(const std::vector<OptimizerSpec>& specs) const {
+  std::vector<OptimizerSpec> enabled;
+  for (const OptimizerSpec& s : specs)
+    if (s.enabled) enabled.push_back(s);
+  const optim::KvLayoutRequest request = optim::kv_layout_request(enabled);
+  if (!request.finest) return;
+  const kv::KvLayout& layout = scheduler_->config().kv_layout;
+  if (layout.dynamic() && layout.holds(*request.finest)) return;
+  fail(ErrorCode::kInvalidArgument,
+       "optimizers.kv_quant needs a KV cache laid out for {} blocks, and this one was laid out at start for {}: "
+       "restart with the optimizer configured (its `bits` sets the finest precision the cache holds)",
+       kv::kv_precision_name(*request.finest),
+       layout.finest ? fmt::format("{} at the finest", kv::kv_precision_name(*layout.finest))
+                     : fmt::format("{} blocks only", kv::kv_precision_name(layout.base)));
+}
+
 void Engine::set_optimizer(const OptimizerSpec& spec) {
-  if (spec.enabled) check_kernels({spec});
+  if (spec.enabled) {
+    check_kernels({spec});
+    check_kv_layout({spec});
+  }
   optimizers_->set(spec);
   config_.optimizers = optimizers_->good_configuration();
   apply_policies();
@@ -140,6 +162,7 @@ ConfigApplyReport Engine::apply_config(const EngineConfig& next) {
   // Everything is checked before anything changes.
   next.validate();
   check_kernels(next.optimizers);
+  check_kv_layout(next.optimizers);
   const StepCapacity capacity = runner_->capacity();
   if (next.max_num_seqs > capacity.max_num_seqs || next.max_num_batched_tokens > capacity.max_num_batched_tokens)
     fail(ErrorCode::kInvalidArgument,

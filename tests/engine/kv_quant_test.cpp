@@ -198,27 +198,30 @@ TEST(KvQuant, OptionsAreCheckedAndTheCacheMustBeLaidOutForIt) {
   EXPECT_THROW(optim::OptimizerRegistry::with_builtin().build(
                    kv_quant({{"bits", int64_t{8}}, {"int4_keys", std::string("channel")}})), Error);
   if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "model not downloaded";
-  // Enabled at run time on a cache laid out without it: at its first allocation it falls back
-  // to the baseline with a reason that names the restart needed, and nothing is lost.
+  // Enabled at run time on a cache laid out without it: refused at once, naming the restart it
+  // needs (a PUT /v1/optimizers gets a 400); the engine goes on without it and loses nothing.
   EngineArgs args;
   args.model = model_path();
   args.max_model_len = 128;
   args.num_kv_blocks = 16;
   args.num_threads = 1;
   Engine engine = create_optimized_engine(args);
-  engine.set_optimizer(kv_quant({{"activation_threshold", 0.0}}));
+  try {
+    engine.set_optimizer(kv_quant({{"activation_threshold", 0.0}}));
+    ADD_FAILURE() << "a cache laid out without quantized blocks took kv_quant";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("restart"), std::string::npos) << e.what();
+  }
   engine.add_request("a", prompt(3, 20), greedy(2));
   const Results results = run_to_completion(engine);
   EXPECT_EQ(results.at({"a", 0}).tokens.size(), 2u);
-  bool fell_back = false;
-  for (const OptimizerState& s : engine.optimizer_states()) {
-    if (s.spec.name != "kv_quant") continue;
-    ASSERT_TRUE(s.fallback.has_value());
-    EXPECT_EQ(s.fallback->reason, FallbackReason::kError);  // the policy itself refuses the cache
-    EXPECT_NE(s.fallback->detail.find("restart"), std::string::npos) << s.fallback->detail;
-    fell_back = !s.spec.enabled;
-  }
-  EXPECT_TRUE(fell_back);
+  for (const OptimizerState& s : engine.optimizer_states())
+    if (s.spec.name == "kv_quant") EXPECT_FALSE(s.spec.enabled);
+  // A cache laid out for it takes new options at run time.
+  args.optimizers = {kv_quant({{"activation_threshold", 0.9}})};
+  Engine laid_out = create_optimized_engine(args);
+  EXPECT_NO_THROW(laid_out.set_optimizer(kv_quant({{"activation_threshold", 0.0}})));
 }
 
 }  // namespace
