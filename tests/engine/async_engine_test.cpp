@@ -76,16 +76,22 @@ class GatedRunner final : public ModelRunner {
   bool open_ = false;
 };
 
-TEST(AsyncEngine, ErrorsAbortAndShutdown) {
+// An engine over a GatedRunner (`*gate` set to it) on a fake clock.
+Engine gated_engine(GatedRunner** gate, int64_t max_model_len) {
   EngineConfig c;
-  c.max_model_len = 256;
+  c.max_model_len = max_model_len;
   c.block_size = 4;
   EngineParts parts;
   auto runner = std::make_unique<GatedRunner>();
-  GatedRunner* gate = runner.get();
+  *gate = runner.get();
   parts.runner = std::move(runner);
   parts.clock = std::make_shared<FakeClock>();
-  AsyncEngine engine(Engine(c, std::move(parts)));
+  return Engine(c, std::move(parts));
+}
+
+TEST(AsyncEngine, ErrorsAbortAndShutdown) {
+  GatedRunner* gate = nullptr;
+  AsyncEngine engine(gated_engine(&gate, 256));
   auto a = engine.submit("a", std::vector<int32_t>{3, 4}, params(200));
   ASSERT_TRUE(a->next().has_value());  // the first token; the engine now waits in step 2
   EXPECT_THROW(engine.submit("a", std::vector<int32_t>{3}, params(1)), Error);
@@ -110,15 +116,8 @@ TEST(AsyncEngine, ErrorsAbortAndShutdown) {
 }
 
 TEST(AsyncEngine, ShutdownAbortEndsLongRequests) {
-  EngineConfig c;
-  c.max_model_len = 512;
-  c.block_size = 4;
-  EngineParts parts;
-  auto runner = std::make_unique<GatedRunner>();
-  GatedRunner* gate = runner.get();
-  parts.runner = std::move(runner);
-  parts.clock = std::make_shared<FakeClock>();
-  AsyncEngine engine(Engine(c, std::move(parts)));
+  GatedRunner* gate = nullptr;
+  AsyncEngine engine(gated_engine(&gate, 512));
   auto a = engine.submit("a", std::vector<int32_t>{3, 4}, params(250));
   ASSERT_TRUE(a->next().has_value());  // the first token; the engine now waits in step 2
   std::thread stopper([&] { engine.shutdown(ShutdownMode::kAbort); });
