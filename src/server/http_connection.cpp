@@ -300,27 +300,39 @@ void HttpConnection::enqueue(std::string bytes) {
 }
 
 void HttpConnection::write_next() {
-  if (closed_ || outbox_.empty()) return;
-  // Coalesce everything queued into one write: fewer syscalls when a client lags a little.
-  in_flight_ = std::move(outbox_.front());
-  outbox_.pop_front();
-  while (!outbox_.empty()) {
-    in_flight_ += outbox_.front();
+  if (closed_) return;
+  if (written_ == in_flight_.size()) {
+    // The last batch is out: coalesce everything queued into the next one (fewer syscalls
+    // when a client lags a little).
+    if (outbox_.empty()) return;
+    in_flight_ = std::move(outbox_.front());
+    written_ = 0;
     outbox_.pop_front();
+    while (!outbox_.empty()) {
+      in_flight_ += outbox_.front();
+      outbox_.pop_front();
+    }
   }
+  // A batch goes out in as many writes as the client's reading takes, each with the timeout:
+  // a client is dropped when it takes no byte for that long, not when a large response takes
+  // it longer than that to read.
   writing_ = true;
   stream_.expires_after(seconds(options_.write_timeout_s));
-  net::async_write(stream_, net::buffer(in_flight_),
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+  stream_.async_write_some(net::buffer(in_flight_.data() + written_, in_flight_.size() - written_),
+                           [self = shared_from_this()](beast::error_code ec, size_t bytes) {
+                             self->on_write(ec, bytes);
+                           });
 }
 
-void HttpConnection::on_write(beast::error_code ec) {
+void HttpConnection::on_write(beast::error_code ec, size_t bytes) {
   writing_ = false;
-  outbox_bytes_ -= std::min(outbox_bytes_, in_flight_.size());
-  in_flight_.clear();
+  written_ += bytes;
+  outbox_bytes_ -= std::min(outbox_bytes_, bytes);
   if (closed_) return;
   if (ec) return client_gone();
-  if (!outbox_.empty()) return write_next();
+  if (written_ < in_flight_.size() || !outbox_.empty()) return write_next();
+  in_flight_.clear();
+  written_ = 0;
   stream_.expires_never();
   if (close_after_write_) return linger_then_close();
   if (exchange_open_ && response_complete_) finish_exchange();

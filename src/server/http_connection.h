@@ -68,7 +68,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void on_watch(boost::beast::error_code ec, size_t bytes);
   void enqueue(std::string bytes);
   void write_next();
-  void on_write(boost::beast::error_code ec);
+  void on_write(boost::beast::error_code ec, size_t bytes);
   void finish_exchange();
   void reject_and_close(int status, const std::string& message);
   void linger_then_close();
@@ -111,7 +111,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 
   std::deque<std::string> outbox_;
   size_t outbox_bytes_ = 0;
-  std::string in_flight_;  // the bytes of the write in progress
+  std::string in_flight_;  // the batch being written
+  size_t written_ = 0;     // of it, the bytes the client has taken
 };
 
 }  // namespace optimate::server

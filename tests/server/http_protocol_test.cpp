@@ -1,5 +1,9 @@
 // HTTP rules a client relies on beyond the API itself: HEAD, Allow, OPTIONS, CORS, HTTP/1.0
 // streaming, the access log's line format.
+#include <array>
+#include <chrono>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "fake_backend.h"
@@ -149,6 +153,46 @@ TEST(HttpProtocol, Http10NonStreamingKeepsContentLength) {
   const std::string reply = c.read_until_closed();
   EXPECT_NE(reply.find("Content-Length: "), std::string::npos) << reply;
   EXPECT_NE(reply.find("\"text\":\"ab\""), std::string::npos) << reply;
+}
+
+// The write timeout runs from the last byte the client took: a client that reads a response
+// of megabytes slowly, but keeps reading, gets all of it (timed from the start of the write, a
+// response that took the client longer than the timeout to read was cut off). The response,
+// 7 MB, is more than the kernel's socket buffers hold (4 MiB at most for the sender's).
+TEST(HttpProtocol, AClientThatKeepsReadingSlowlyGetsTheWholeResponse) {
+  namespace net = boost::asio;
+  using tcp = net::ip::tcp;
+  HttpOptions options = Harness::options();
+  options.write_timeout_s = 0.5;
+  Harness h({}, ApiOptions{-1, "9.9.9"}, options);
+  h.backend.set_max_model_len(1 << 20);
+  const std::string prompt(900'000, 'a');
+  const std::string body = R"({"prompt":")" + prompt + R"(","max_tokens":1,"echo":true,"n":8})";
+  net::io_context ioc;
+  tcp::socket socket(ioc);
+  socket.open(tcp::v4());
+  socket.set_option(net::socket_base::receive_buffer_size(16 * 1024));
+  socket.connect({net::ip::make_address("127.0.0.1"), h.port()});
+  net::write(socket, net::buffer(testing::raw_post("/v1/completions", body)));
+  std::string reply;
+  std::array<char, 16 * 1024> chunk;
+  size_t expected = std::string::npos;  // head and body, once the head is in
+  while (reply.size() < expected) {
+    boost::system::error_code ec;
+    reply.append(chunk.data(), socket.read_some(net::buffer(chunk), ec));
+    if (ec) break;
+    const size_t end_of_head = reply.find("\r\n\r\n");
+    const size_t length = reply.find("Content-Length: ");
+    if (expected == std::string::npos && end_of_head != std::string::npos && length < end_of_head)
+      expected = end_of_head + 4 + std::stoul(reply.substr(length + 16));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_NE(expected, std::string::npos) << reply.substr(0, 300);
+  ASSERT_EQ(reply.size(), expected) << "the response was cut off";
+  const nlohmann::json response = nlohmann::json::parse(reply.substr(reply.find("\r\n\r\n") + 4));
+  ASSERT_EQ(response["choices"].size(), 8u);
+  for (const auto& choice : response["choices"])
+    EXPECT_TRUE(choice["text"].get<std::string>().starts_with(prompt));
 }
 
 TEST(AccessLog, OneEscapedLinePerRequest) {
