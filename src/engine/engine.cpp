@@ -256,13 +256,20 @@ void Engine::run_once(const sched::StepPlan& plan, const ForwardBatch& batch, sc
 void Engine::finish_output(RequestOutput& out) {
   prompt_logprobs_.attach(out);
   if (matchers_.empty()) return;
-  const TokenMatchers::Advance advance = matchers_.accept(out);
+  const auto [advance, num_accepted] = matchers_.accept(out);
+  if (advance == TokenMatchers::Advance::kRefused) {
+    // The sampler drew outside the grammar's mask: the mask allowed nothing (a grammar that
+    // leads nowhere this vocabulary can follow). The refused token never reaches the client.
+    const size_t refused = out.new_token_ids.size() - num_accepted;
+    out.new_token_ids.resize(num_accepted);
+    out.logprobs.resize(std::min(out.logprobs.size(), num_accepted));
+    out.usage.completion_tokens -= static_cast<int64_t>(refused);
+  }
   if (!out.finished && advance != TokenMatchers::Advance::kOk) {
-    // A refused token means the sampler drew outside the grammar's mask: end the sequence
-    // rather than let it leave the grammar.
+    // End the sequence rather than let it leave the grammar.
     const FinishReason reason = advance == TokenMatchers::Advance::kTerminated ? FinishReason::kStop : FinishReason::kAbort;
     if (reason == FinishReason::kAbort)
-      spdlog::error("request '{}': the grammar refused a sampled token; ending the sequence", out.request_id);
+      spdlog::warn("request '{}': its grammar allows no token here; ending the sequence", out.request_id);
     scheduler_->finish_sequence(out.request_id, out.index, reason, {});
     out.finished = true;
     out.finish_reason = reason;

@@ -63,14 +63,16 @@ std::span<const uint32_t> TokenMatchers::mask(size_t k) const {
   return {masks_.data() + k * static_cast<size_t>(words_), static_cast<size_t>(words_)};
 }
 
-TokenMatchers::Advance TokenMatchers::accept(const sched::RequestOutput& out) {
+TokenMatchers::Accepted TokenMatchers::accept(const sched::RequestOutput& out) {
   auto it = matchers_.find({out.request_id, out.index});
-  if (it == matchers_.end()) return Advance::kOk;
+  if (it == matchers_.end()) return {Advance::kOk, out.new_token_ids.size()};
+  size_t n = 0;
   for (int32_t id : out.new_token_ids) {
-    if (it->second->is_terminated()) return Advance::kTerminated;
-    if (!it->second->accept_token(id)) return Advance::kRefused;
+    if (it->second->is_terminated()) return {Advance::kTerminated, n};
+    if (!it->second->accept_token(id)) return {Advance::kRefused, n};
+    ++n;
   }
-  return it->second->is_terminated() ? Advance::kTerminated : Advance::kOk;
+  return {it->second->is_terminated() ? Advance::kTerminated : Advance::kOk, n};
 }
 
 }  // namespace optimate

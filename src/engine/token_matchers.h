@@ -38,9 +38,13 @@ class TokenMatchers {
   std::span<const uint32_t> mask(size_t k) const;
 
   enum class Advance { kOk, kTerminated, kRefused };
+  struct Accepted {
+    Advance advance = Advance::kOk;
+    size_t num_tokens = 0;  // of the output's new tokens, those the grammar took
+  };
   // Advances the output's sequence past its new tokens: kTerminated once the grammar has
   // ended, kRefused when it does not allow a token (the matcher stays before it).
-  Advance accept(const sched::RequestOutput& out);
+  Accepted accept(const sched::RequestOutput& out);
   void finish(const std::string& request_id, int64_t index);
 
  private:

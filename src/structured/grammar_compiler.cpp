@@ -4,6 +4,7 @@
 #include <exception>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "structured/grammar_limits.h"
@@ -81,6 +82,16 @@ class XgrammarConstraint final : public TokenConstraint {
   GrammarKind kind_;
 };
 
+// True when a fresh matcher allows no token, not even one that ends the output: the grammar
+// matches no text this vocabulary can spell (an empty enum's schema, a regex that can never
+// match). Sampling under an empty mask would draw a token outside the grammar.
+bool accepts_nothing(const xgrammar::CompiledGrammar& grammar, int64_t vocab_size) {
+  XgrammarMatcher matcher(grammar, vocab_size);
+  std::vector<uint32_t> mask(static_cast<size_t>(token_mask_words(vocab_size)));
+  matcher.fill_next_token_mask(mask);
+  return std::all_of(mask.begin(), mask.end(), [](uint32_t word) { return word == 0; });
+}
+
 // An EBNF string literal holding `text` exactly.
 std::string ebnf_literal(const std::string& text) {
   std::string out = "\"";
@@ -152,7 +163,11 @@ std::shared_ptr<const TokenConstraint> GrammarCompiler::compile(const GrammarSpe
     fail(ErrorCode::kInvalidArgument, "{}: the list of choices is empty", spec.field);
   check_grammar_limits(spec);
   try {
-    return std::make_shared<XgrammarConstraint>(impl_->compile(spec), impl_->vocab_size, spec.kind);
+    xgrammar::CompiledGrammar grammar = impl_->compile(spec);
+    if (accepts_nothing(grammar, impl_->vocab_size))
+      fail(ErrorCode::kInvalidArgument, "{}: the {} matches no text the model can write", spec.field,
+           grammar_kind_name(spec.kind));
+    return std::make_shared<XgrammarConstraint>(std::move(grammar), impl_->vocab_size, spec.kind);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

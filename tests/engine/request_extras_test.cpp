@@ -88,24 +88,28 @@ TEST(PromptLogprobsThroughEngine, SkipTheCachedPrefix) {
   EXPECT_TRUE(seen);
 }
 
-// Allows exactly the tokens of `script` in order, then only the fake model's EOS.
+// Allows exactly the tokens of `script` in order, then only the fake model's EOS (or, with
+// `dead_end`, no token at all).
 class ScriptConstraint final : public TokenConstraint {
  public:
-  explicit ScriptConstraint(std::vector<int32_t> script) : script_(std::move(script)) {}
+  explicit ScriptConstraint(std::vector<int32_t> script, bool dead_end = false)
+      : script_(std::move(script)), dead_end_(dead_end) {}
   std::string describe() const override { return "script"; }
   std::unique_ptr<TokenMatcher> new_matcher() const override {
     struct Matcher final : TokenMatcher {
       const std::vector<int32_t>* script;
+      bool dead_end = false;
       size_t at = 0;
       bool done = false;
       void fill_next_token_mask(std::span<uint32_t> mask) override {
         std::fill(mask.begin(), mask.end(), 0u);
+        if (dead_end && at == script->size()) return;
         const int32_t next = at < script->size() ? (*script)[at] : FakeModelRunner::kEos;
         mask[next >> 5] |= 1u << (next & 31);
       }
       bool accept_token(int32_t id) override {
         const int32_t next = at < script->size() ? (*script)[at] : FakeModelRunner::kEos;
-        if (id != next) return false;
+        if (id != next || (dead_end && at == script->size())) return false;
         done = at++ == script->size();
         return true;
       }
@@ -113,11 +117,13 @@ class ScriptConstraint final : public TokenConstraint {
     };
     auto m = std::make_unique<Matcher>();
     m->script = &script_;
+    m->dead_end = dead_end_;
     return m;
   }
 
  private:
   std::vector<int32_t> script_;
+  bool dead_end_;
 };
 
 TEST(GrammarThroughEngine, DrawsOnlyWhatTheGrammarAllowsThenEnds) {
@@ -149,6 +155,32 @@ TEST(GrammarThroughEngine, EndsWhenTheGrammarEndsEvenIgnoringEos) {
   const auto& g = results[std::make_pair(std::string("g"), int64_t{0})];
   EXPECT_EQ(g.tokens, (std::vector<int32_t>{12, FakeModelRunner::kEos}));
   EXPECT_EQ(g.reason, FinishReason::kStop);
+}
+
+// A grammar that leads where nothing may follow leaves the sampler an empty mask: whatever it
+// draws is refused, and the sequence ends there without it (the client never sees a token
+// outside its grammar), counted as not generated.
+TEST(GrammarThroughEngine, AnEmptyMaskEndsTheSequenceWithoutTheRefusedToken) {
+  Engine engine = make_fake_engine();
+  SamplingParams p;
+  p.max_tokens = 20;
+  p.logprobs = 2;
+  p.constraint = std::make_shared<ScriptConstraint>(std::vector<int32_t>{9, 40}, /*dead_end=*/true);
+  engine.add_request("g", {5, 6}, p);
+  std::vector<int32_t> tokens;
+  size_t num_logprobs = 0;
+  RequestOutput last;
+  while (engine.has_unfinished())
+    for (RequestOutput& o : engine.step()) {
+      tokens.insert(tokens.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      num_logprobs += o.logprobs.size();
+      last = std::move(o);
+    }
+  EXPECT_EQ(tokens, (std::vector<int32_t>{9, 40}));
+  EXPECT_EQ(num_logprobs, 2u);
+  EXPECT_TRUE(last.finished);
+  EXPECT_EQ(last.finish_reason, FinishReason::kAbort);
+  EXPECT_EQ(last.usage.completion_tokens, 2);
 }
 
 }  // namespace

@@ -210,5 +210,29 @@ TEST_F(GrammarDecoding, BadGrammarsNameTheirField) {
   EXPECT_NE(message({GrammarKind::kChoice, "", {}, true, "guided_choice"}).find("guided_choice"), std::string::npos);
 }
 
+// A grammar whose language is empty would leave the sampler an empty mask at the first token:
+// it is refused at compile time. (One that dead-ends later, a JSON string whose pattern
+// matches nothing, compiles; the engine ends its sequence there: GrammarThroughEngine.) The
+// empty text is a language of its own: the output ends at once.
+TEST_F(GrammarDecoding, AGrammarThatMatchesNoTextIsRefused) {
+  const GrammarSpec empty_languages[] = {
+      {GrammarKind::kRegex, R"([^\s\S])", {}, true, "guided_regex"},
+      {GrammarKind::kRegex, R"([^\s\S]+|[^\w\W]*[^\d\D])", {}, true, "guided_regex"},
+      {GrammarKind::kEbnf, R"(root ::= [^\x00-\U0010FFFF])", {}, true, "guided_grammar"},
+  };
+  for (const GrammarSpec& spec : empty_languages) {
+    try {
+      compiler_->compile(spec);
+      ADD_FAILURE() << spec.text << ": compiled";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()).rfind(spec.field + ": the " + grammar_kind_name(spec.kind) + " matches no text", 0), 0u)
+          << e.what();
+    }
+  }
+  auto only_empty = compiler_->compile({GrammarKind::kChoice, "", {""}, true, "guided_choice"});
+  EXPECT_EQ(decode(*only_empty, 1), "");
+}
+
 }  // namespace
 }  // namespace optimate::structured
