@@ -186,6 +186,8 @@ std::string EngineBackend::detokenize(std::span<const int32_t> ids) const {
   return tokenizer_->decode(ids, /*skip_special_tokens=*/false);
 }
 
+std::string EngineBackend::token_string(int32_t id) const { return tokenizer_->id_to_token(id); }
+
 std::string EngineBackend::render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                        const ChatRenderOptions& options) const {
   if (!chat_template_) throw ApiError(400, "This model has no usable chat template: " + chat_template_error_);

@@ -37,6 +37,7 @@ class EngineBackend final : public GenerationBackend {
   const ModelInfo& model() const override { return info_; }
   std::vector<int32_t> tokenize(std::string_view text, bool add_special_tokens) const override;
   std::string detokenize(std::span<const int32_t> ids) const override;
+  std::string token_string(int32_t id) const override;
   std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
                           const ChatRenderOptions& options = {}) const override;
   std::shared_ptr<const TokenConstraint> compile_grammar(const structured::GrammarSpec& spec) override;

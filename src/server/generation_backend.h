@@ -86,6 +86,9 @@ class GenerationBackend {
   virtual const ModelInfo& model() const = 0;
   virtual std::vector<int32_t> tokenize(std::string_view text, bool add_special_tokens) const = 0;
   virtual std::string detokenize(std::span<const int32_t> ids) const = 0;
+  // The vocabulary's spelling of a token, as transformers' convert_ids_to_tokens gives it
+  // ("\u0120world" in a byte-level vocabulary, not " world"): vLLM's /tokenize token_strs.
+  virtual std::string token_string(int32_t id) const = 0;
   virtual std::string render_chat(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                   const ChatRenderOptions& options = {}) const = 0;
   // A grammar over the model's vocabulary; ApiError(400) naming spec.field when it cannot be

@@ -92,10 +92,15 @@ void ServingApi::tokenize(const HttpRequest& request, const std::shared_ptr<Http
     if (!prompt) bad_request("prompt", "prompt (a string) or messages is required");
     ids = backend_.tokenize(*prompt, get_bool(body, "add_special_tokens").value_or(true));
   }
+  Json token_strs = nullptr;
+  if (get_bool(body, "return_token_strs").value_or(false)) {
+    token_strs = Json::array();
+    for (int32_t id : ids) token_strs.push_back(backend_.token_string(id));
+  }
   exchange->send_json(200, dump_json({{"count", ids.size()},
                                       {"max_model_len", backend_.model().max_model_len},
                                       {"tokens", ids},
-                                      {"token_strs", nullptr}}));
+                                      {"token_strs", std::move(token_strs)}}));
 }
 
 void ServingApi::detokenize(const HttpRequest& request,

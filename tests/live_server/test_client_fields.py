@@ -209,6 +209,17 @@ def test_unknown_named_tool_is_a_400(client):
 
 # --- sampling controls -----------------------------------------------------------------------
 
+def test_tokenize_spells_each_token_as_the_vocabulary_does(server):
+    body = {"model": MODEL_NAME, "prompt": "Hello world\n", "add_special_tokens": False}
+    plain = httpx.post(server.url + "/tokenize", json=body).json()
+    assert plain["token_strs"] is None
+    spelled = httpx.post(server.url + "/tokenize", json={**body, "return_token_strs": True}).json()
+    # SmolLM2's byte-level vocabulary as transformers' convert_ids_to_tokens spells it (vLLM's
+    # token_strs): a leading space is "\u0120", a newline "\u010a".
+    assert spelled["tokens"] == plain["tokens"] == [19556, 905, 198]
+    assert spelled["token_strs"] == ["Hello", "\u0120world", "\u010a"]
+
+
 def test_logit_bias_forces_a_token(client, server):
     token = httpx.post(server.url + "/tokenize", json={"model": MODEL_NAME, "prompt": " blue",
                                                        "add_special_tokens": False}).json()["tokens"][0]

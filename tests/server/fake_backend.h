@@ -54,6 +54,7 @@ class FakeBackend final : public GenerationBackend {
   std::string detokenize(std::span<const int32_t> ids) const override {
     return std::string(ids.begin(), ids.end());
   }
+  std::string token_string(int32_t id) const override { return "<" + std::to_string(id) + ">"; }
   std::string render_chat(std::span<const ChatMessage> messages, bool gen,
                           const ChatRenderOptions& options) const override {
     std::string out;
