@@ -76,6 +76,12 @@ void ModelConfig::validate(const std::string& source) const {
   for (int64_t id : eos_token_ids) check_range(source, "eos_token_id", id, 0, vocab_size - 1);
 }
 
+HfArchitectureName hf_architecture_name(Architecture architecture) {
+  for (const auto& [a, name] : kHfArchitectureNames)
+    if (a == architecture) return name;
+  fail(ErrorCode::kInternal, "architecture {} has no Hugging Face name", static_cast<int>(architecture));
+}
+
 namespace {
 
 // One layer's parameters: attention (with its biases and q/k norms), the norms, and the MLP

@@ -21,6 +21,25 @@ enum class Architecture {
   kMixtral,  // MixtralForCausalLM (GGUF: llama with experts): Llama's attention, experts
 };
 
+// Hugging Face's names for an architecture: config.json's `architectures` entry (the model
+// class) and its `model_type`.
+struct HfArchitectureName {
+  const char* class_name;
+  const char* model_type;
+};
+inline constexpr struct {
+  Architecture architecture;
+  HfArchitectureName name;
+} kHfArchitectureNames[] = {
+    {Architecture::kLlama, {"LlamaForCausalLM", "llama"}},
+    {Architecture::kMistral, {"MistralForCausalLM", "mistral"}},
+    {Architecture::kQwen2, {"Qwen2ForCausalLM", "qwen2"}},
+    {Architecture::kQwen3, {"Qwen3ForCausalLM", "qwen3"}},
+    {Architecture::kQwen3Moe, {"Qwen3MoeForCausalLM", "qwen3_moe"}},
+    {Architecture::kMixtral, {"MixtralForCausalLM", "mixtral"}},
+};
+HfArchitectureName hf_architecture_name(Architecture architecture);
+
 // kFreqFactors: per-frequency divisors stored with the weights (GGUF's rope_freqs.weight, which
 // llama.cpp's converter writes for Llama 3.1+ instead of the llama3 parameters).
 enum class RopeScalingType { kNone, kLinear, kLlama3, kFreqFactors };

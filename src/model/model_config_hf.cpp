@@ -64,15 +64,12 @@ Architecture architecture_of(const json& j, const std::string& source, std::stri
   } else {
     fail(ErrorCode::kInvalidFile, "{}: neither 'architectures' nor 'model_type' is set", source);
   }
-  if (*name == "LlamaForCausalLM" || *name == "llama") return Architecture::kLlama;
-  if (*name == "MistralForCausalLM" || *name == "mistral") return Architecture::kMistral;
-  if (*name == "Qwen2ForCausalLM" || *name == "qwen2") return Architecture::kQwen2;
-  if (*name == "Qwen3ForCausalLM" || *name == "qwen3") return Architecture::kQwen3;
-  if (*name == "Qwen3MoeForCausalLM" || *name == "qwen3_moe") return Architecture::kQwen3Moe;
-  if (*name == "MixtralForCausalLM" || *name == "mixtral") return Architecture::kMixtral;
-  fail(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported (LlamaForCausalLM, "
-       "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM and "
-       "MixtralForCausalLM are)", source, *name);
+  std::string supported;
+  for (const auto& [architecture, hf] : kHfArchitectureNames) {
+    if (*name == hf.class_name || *name == hf.model_type) return architecture;
+    supported += (supported.empty() ? "" : ", ") + std::string(hf.class_name);
+  }
+  fail(ErrorCode::kUnsupported, "{}: architecture '{}' is not supported ({} are)", source, *name, supported);
 }
 
 void read_rope(const json& j, const std::string& source, ModelConfig* c) {

@@ -35,15 +35,6 @@ OptionValue option_value(const std::string& key, const Json& v) {
   bad_request("options." + key, "option '{}' must be a boolean, number or string", key);
 }
 
-// Hugging Face's names for the architectures the engine runs.
-void describe_architecture(Architecture a, ModelInfo& info) {
-  switch (a) {
-    case Architecture::kLlama: info.model_type = "llama"; info.architectures = {"LlamaForCausalLM"}; return;
-    case Architecture::kMistral: info.model_type = "mistral"; info.architectures = {"MistralForCausalLM"}; return;
-    case Architecture::kQwen2: info.model_type = "qwen2"; info.architectures = {"Qwen2ForCausalLM"}; return;
-  }
-}
-
 Json stop_reason_json(const std::variant<std::monostate, int64_t, std::string>& reason) {
   if (const auto* id = std::get_if<int64_t>(&reason)) return *id;
   if (const auto* text = std::get_if<std::string>(&reason)) return *text;
@@ -158,7 +149,9 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   info_.created = unix_seconds();
   info_.model_path = engine.config().model;
   info_.tokenizer_path = engine.config().tokenizer.empty() ? engine.config().model : engine.config().tokenizer;
-  describe_architecture(engine.runner().config().architecture, info_);
+  const HfArchitectureName hf = hf_architecture_name(engine.runner().config().architecture);
+  info_.model_type = hf.model_type;
+  info_.architectures = {hf.class_name};
   info_.block_size = limits.block_size;
   info_.num_kv_blocks = limits.num_kv_blocks;
   info_.max_num_seqs = limits.max_num_seqs;

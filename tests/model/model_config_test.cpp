@@ -70,6 +70,17 @@ TEST(ModelConfigHf, ReadsTransformers5Configs) {
   EXPECT_EQ(qwen.max_position_embeddings, 512);
 }
 
+// The names the server reports (/get_model_info) are the ones transformers writes, for every
+// architecture it has a fixture of.
+TEST(ModelConfigHf, HuggingFaceNamesAreTheOnesTransformersWrites) {
+  for (const char* dir : {"tiny_llama", "tiny_mixtral", "tiny_qwen2", "tiny_qwen3", "tiny_qwen3_moe"}) {
+    const json file = testing::read_json_file(testing::model_fixture(std::string(dir) + "/config.json"));
+    const HfArchitectureName name = hf_architecture_name(hf_fixture(dir).architecture);
+    EXPECT_EQ(name.class_name, file["architectures"][0].get<std::string>()) << dir;
+    EXPECT_EQ(name.model_type, file["model_type"].get<std::string>()) << dir;
+  }
+}
+
 TEST(ModelConfigHf, ReadsTransformers4RopeScaling) {
   const ModelConfig c = model_config_from_hf_json(llama32_config(), "config.json");
   EXPECT_EQ(c.rope_scaling.type, RopeScalingType::kLlama3);
