@@ -31,6 +31,13 @@ struct KvLayout {
   // blocks are made whole from full-precision ones); a static int4 cache writes token by token.
   Int4Keys int4_keys = Int4Keys::kPerToken;
 
+  // A static cache of one full precision, before plan_kv_layout sizes its slots.
+  static KvLayout of(KvPrecision precision) {
+    KvLayout l;
+    l.full = l.base = precision;
+    return l;
+  }
+
   bool dynamic() const { return finest.has_value(); }
   // Slots a block of `precision` takes (1, 2 or page_slots); throws Error(kInvalidArgument)
   // for a precision this layout cannot hold. f32 and bf16 both name the runner's full

@@ -18,7 +18,7 @@ struct SchedulerConfig {
   int64_t num_kv_blocks = 0;  // slots of the runner's arenas (one per block in a static cache)
   bool enable_prefix_caching = true;
   // The runner's cache: its precisions and page size (kv/kv_layout.h).
-  kv::KvLayout kv_layout = {.full = kv::KvPrecision::kF32, .base = kv::KvPrecision::kF32};
+  kv::KvLayout kv_layout = kv::KvLayout::of(kv::KvPrecision::kF32);
   // Whether the pool reuses freed space or untouched space first (kv/block_pool.h): the runner's.
   kv::FreeSpaceOrder kv_free_order = kv::FreeSpaceOrder::kUntouchedFirst;
   std::vector<int64_t> eos_token_ids;

@@ -135,7 +135,7 @@ struct Figures {
 TEST(StepPlan, SnapshotFigures) {
   // One sequence at a time; b repeats a's prompt and finds its first block in the cache.
   sched::SchedulerConfig c = config(1, 8);
-  c.kv_layout = {.full = kv::KvPrecision::kBF16, .base = kv::KvPrecision::kBF16};
+  c.kv_layout = kv::KvLayout::of(kv::KvPrecision::kBF16);
   SchedHarness h(c, {}, 1);
   h.add_request("a", {1, 2, 3, 4, 5, 6}, tokens(2), 0);
   h.add_request("b", {1, 2, 3, 4, 5, 6}, tokens(2), 1);
