@@ -169,7 +169,11 @@ void run_serve(ServeOptions& o) {
       {device, static_cast<double>(engine.runner().weight_bytes()),
        2.0 * static_cast<double>(kv.num_layers) * static_cast<double>(kv.num_blocks) * static_cast<double>(kv.layout.slot_bytes)},
       std::move(nvml.probe));
-  server::EngineBackend backend(std::move(engine), {served_name}, &metrics);
+  // Grammars whose compile time the limits do not bound are tried first in child processes of
+  // this binary, killed at the compile timeout.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  server::EngineBackend backend(std::move(engine), {served_name, {self, "grammar-worker"}, o.grammar_timeout_s},
+                                &metrics);
   backend.set_optimizer_metrics(&optimizer_metrics);
   backend.set_step_profile_metrics(&step_profile_metrics);
 

@@ -18,5 +18,6 @@ void add_serve_command(CLI::App& app);
 void add_settings_command(CLI::App& app);
 void add_perplexity_command(CLI::App& app);
 void add_advise_command(CLI::App& app);
+void add_grammar_worker_command(CLI::App& app);
 
 }  // namespace optimate::apps

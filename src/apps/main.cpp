@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
   optimate::apps::add_settings_command(app);
   optimate::apps::add_perplexity_command(app);
   optimate::apps::add_advise_command(app);
+  optimate::apps::add_grammar_worker_command(app);
 
   try {
     app.parse(argc, argv);

@@ -205,10 +205,14 @@ std::shared_ptr<const TokenConstraint> EngineBackend::compile_grammar(const stru
       for (int32_t id : tokenizer_->stop_ids())
         if (std::find(v.stop_token_ids.begin(), v.stop_token_ids.end(), id) == v.stop_token_ids.end())
           v.stop_token_ids.push_back(id);
-      grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(v);
+      grammar_vocabulary_ = std::move(v);
+      grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(grammar_vocabulary_);
+      if (!options_.grammar_worker_command.empty())
+        grammar_workers_ = std::make_unique<structured::GrammarWorkers>(
+            options_.grammar_worker_command, grammar_vocabulary_, *grammar_compiler_, options_.grammar_deadline_s);
     }
   }
-  return grammar_compiler_->compile(spec);
+  return grammar_workers_ ? grammar_workers_->compile(spec) : grammar_compiler_->compile(spec);
 }
 
 void EngineBackend::submit(BackendRequest request, OutputSink sink) {

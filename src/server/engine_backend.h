@@ -15,6 +15,7 @@
 #include "metrics/serving_metrics.h"
 #include "metrics/step_profile_metrics.h"
 #include "server/generation_backend.h"
+#include "structured/grammar_workers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace optimate::structured {
@@ -25,6 +26,10 @@ namespace optimate::server {
 
 struct EngineBackendOptions {
   std::string served_model_name;  // empty: the model path's file name
+  // Grammars compile in child processes started with this command (`optimate grammar-worker`),
+  // killed after grammar_deadline_s (structured/grammar_workers.h); empty: in this process.
+  std::vector<std::string> grammar_worker_command;
+  double grammar_deadline_s = 10.0;
 };
 
 class EngineBackend final : public GenerationBackend {
@@ -92,7 +97,9 @@ class EngineBackend final : public GenerationBackend {
   std::string chat_template_error_;
   std::vector<int64_t> eos_token_ids_;
   std::mutex grammar_mutex_;
+  structured::Vocabulary grammar_vocabulary_;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // built on first use
+  std::unique_ptr<structured::GrammarWorkers> grammar_workers_;    // with a worker command
   std::atomic<int64_t> num_live_{0};
   std::atomic<int64_t> unscheduled_tokens_{0};  // prompts of sequences yet to produce an output
   mutable std::mutex specs_mutex_;

@@ -7,8 +7,8 @@
 // costs nothing. A request waits at most `timeout_s`, then gets a 400 if its grammar's own
 // compile ran that long, or a 503 (retry) if it waited behind other compiles; a compile whose
 // clients have all gone (disconnected or timed out) is dropped while still queued. A running
-// compile cannot be interrupted (the grammar engine has no way to stop one): it runs to its
-// end and its result is cached.
+// compile is the compile function's to stop (the server's stops those that can run long at
+// the timeout: structured/grammar_workers.h); its result, or its error, is cached.
 #pragma once
 
 #include <condition_variable>

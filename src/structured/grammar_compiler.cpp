@@ -118,6 +118,26 @@ struct GrammarCompiler::Impl {
   Impl(const xgrammar::TokenizerInfo& info, int64_t vocab, int threads)
       : vocab_size(vocab), compiler(info, threads, /*cache_enabled=*/false) {}
 
+  // compile() checked: the limits first, the engine's errors as Error naming the field, and a
+  // grammar that matches nothing refused.
+  xgrammar::CompiledGrammar checked_compile(const GrammarSpec& spec) {
+    if (spec.kind == GrammarKind::kChoice && spec.choices.empty())
+      fail(ErrorCode::kInvalidArgument, "{}: the list of choices is empty", spec.field);
+    check_grammar_limits(spec);
+    try {
+      xgrammar::CompiledGrammar grammar = compile(spec);
+      if (accepts_nothing(grammar, vocab_size))
+        fail(ErrorCode::kInvalidArgument, "{}: the {} matches no text the model can write", spec.field,
+             grammar_kind_name(spec.kind));
+      return grammar;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(ErrorCode::kInvalidArgument, "{}: the {} cannot be compiled: {}", spec.field, grammar_kind_name(spec.kind),
+           engine_reason(e.what()));
+    }
+  }
+
   xgrammar::CompiledGrammar compile(const GrammarSpec& spec) {
     const std::optional<int> max_ws = spec.any_whitespace ? std::optional<int>(kMaxJsonWhitespace) : std::nullopt;
     switch (spec.kind) {
@@ -159,21 +179,7 @@ GrammarCompiler::~GrammarCompiler() = default;
 bool GrammarCompiler::available() { return true; }
 
 std::shared_ptr<const TokenConstraint> GrammarCompiler::compile(const GrammarSpec& spec) const {
-  if (spec.kind == GrammarKind::kChoice && spec.choices.empty())
-    fail(ErrorCode::kInvalidArgument, "{}: the list of choices is empty", spec.field);
-  check_grammar_limits(spec);
-  try {
-    xgrammar::CompiledGrammar grammar = impl_->compile(spec);
-    if (accepts_nothing(grammar, impl_->vocab_size))
-      fail(ErrorCode::kInvalidArgument, "{}: the {} matches no text the model can write", spec.field,
-           grammar_kind_name(spec.kind));
-    return std::make_shared<XgrammarConstraint>(std::move(grammar), impl_->vocab_size, spec.kind);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(ErrorCode::kInvalidArgument, "{}: the {} cannot be compiled: {}", spec.field, grammar_kind_name(spec.kind),
-         engine_reason(e.what()));
-  }
+  return std::make_shared<XgrammarConstraint>(impl_->checked_compile(spec), impl_->vocab_size, spec.kind);
 }
 
 #else  // built without xgrammar's sources

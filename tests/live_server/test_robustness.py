@@ -116,6 +116,60 @@ def test_health_and_other_clients_are_served_during_a_compile_storm(patient_serv
         assert r.status_code == 400 and named in r.json()["error"]["message"], r.text[:300]
 
 
+@pytest.fixture(scope="module")
+def impatient_server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("impatient"), "--grammar-compile-timeout", "2",
+               "--grammar-compile-threads", "2")
+    yield s
+    assert s.stop() == 0, s.log_tail()
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_a_compile_past_the_timeout_is_stopped_and_frees_its_thread(impatient_server):
+    """Regexes the grammar engine takes minutes over (docs/openai-compatibility.md) hold both
+    compile threads: each is a 400 at the timeout and its compile is stopped, so the threads are
+    free again at once and the next grammar compiles, instead of every structured-output request
+    getting 503s for minutes."""
+    server = impatient_server
+    slow = ["((.{0,30}){0,30}){0,30}", "((.{0,31}){0,30}){0,30}"]
+    answers = []
+
+    def one(regex: str) -> None:
+        body = {"model": MODEL_NAME, "prompt": "x", "max_tokens": 1, "guided_regex": regex}
+        answers.append(httpx.post(server.url + "/v1/completions", json=body, timeout=120))
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in slow]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert [a.status_code for a in answers] == [400, 400], [a.text for a in answers]
+    for a in answers:
+        assert a.json()["error"]["param"] == "guided_regex"
+        assert "longer than 2 s" in a.json()["error"]["message"], a.text
+    deadline = time.monotonic() + 20
+    while outstanding_compiles(server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert outstanding_compiles(server) == 0, "the slow compiles still hold the threads"
+    assert len(children(server.proc.pid)) <= 2, "stopped compiles left processes behind"
+    r = httpx.post(server.url + "/v1/completions", timeout=60,
+                   json={"model": MODEL_NAME, "prompt": "Yes or no?", "max_tokens": 3, "guided_regex": "(yes|no)"})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["text"] in ("yes", "no")
+    # A JSON schema's pattern is stopped the same way (this one compiles for more than 10 s).
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "((.{0,10}){0,10}){0,10}"}}}
+    r = httpx.post(server.url + "/v1/completions", timeout=60,
+                   json={"model": MODEL_NAME, "prompt": "x", "max_tokens": 1, "guided_json": schema})
+    assert r.status_code == 400 and "longer than 2 s" in r.json()["error"]["message"], r.text
+    deadline = time.monotonic() + 20
+    while outstanding_compiles(server) > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert outstanding_compiles(server) == 0, "the slow compile still holds its thread"
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
