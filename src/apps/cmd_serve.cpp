@@ -170,9 +170,10 @@ void run_serve(ServeOptions& o) {
        2.0 * static_cast<double>(kv.num_layers) * static_cast<double>(kv.num_blocks) * static_cast<double>(kv.layout.slot_bytes)},
       std::move(nvml.probe));
   // Grammars whose compile time the limits do not bound are tried first in child processes of
-  // this binary, killed at the compile timeout.
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  server::EngineBackend backend(std::move(engine), {served_name, {self, "grammar-worker"}, o.grammar_timeout_s},
+  // this binary (/proc/self/exe: the one running, even if its file was replaced since), killed
+  // at half the compile timeout: one that passes compiles again here, taking as long.
+  server::EngineBackend backend(std::move(engine),
+                                {served_name, {"/proc/self/exe", "grammar-worker"}, o.grammar_timeout_s / 2},
                                 &metrics);
   backend.set_optimizer_metrics(&optimizer_metrics);
   backend.set_step_profile_metrics(&step_profile_metrics);

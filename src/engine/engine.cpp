@@ -264,6 +264,10 @@ void Engine::finish_output(RequestOutput& out) {
     out.new_token_ids.resize(num_accepted);
     out.logprobs.resize(std::min(out.logprobs.size(), num_accepted));
     out.usage.completion_tokens -= static_cast<int64_t>(refused);
+    if (out.finished) {  // by the refused token itself (EOS, max_tokens): not a normal end
+      out.finish_reason = FinishReason::kAbort;
+      out.stop_reason = {};
+    }
   }
   if (!out.finished && advance != TokenMatchers::Advance::kOk) {
     // End the sequence rather than let it leave the grammar.

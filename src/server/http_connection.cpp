@@ -223,7 +223,11 @@ void HttpConnection::watch() {
 void HttpConnection::on_watch(beast::error_code ec, size_t bytes) {
   watching_ = false;
   if (closed_) return;
-  if (lingering_) return discard();
+  if (lingering_) {
+    // The linger's deadline did not reach a read that was pending when it was set.
+    stream_.expires_after(std::chrono::seconds(2));
+    return discard();
+  }
   if (!ec) {
     buffer_.commit(bytes);
     if (exchange_open_) watch();

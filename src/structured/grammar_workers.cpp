@@ -14,6 +14,8 @@
 #include <cstring>
 #include <exception>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 
 extern char** environ;
@@ -21,6 +23,16 @@ extern char** environ;
 namespace optimate::structured {
 
 namespace {
+
+// The largest message either side takes: a vocabulary's spellings, a grammar within the limits.
+constexpr int64_t kMaxFrameBytes = int64_t{256} << 20;
+// How long a new child may take to read the vocabulary and say it is ready.
+constexpr double kStartupSeconds = 120.0;
+
+std::chrono::steady_clock::time_point after(double seconds) {
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(std::min(seconds, 1e6)));
+}
 
 // Messages are a length (8 bytes, little-endian) and a body of fields: bytes, 8-byte integers
 // and strings (a length, then the bytes).
@@ -149,7 +161,7 @@ ReadResult read_frame(int fd, std::string& body, std::chrono::steady_clock::time
   char header[8];
   if (ReadResult r = read_exactly(fd, header, 8, deadline, timed); r != ReadResult::kOk) return r;
   const int64_t size = Reader(std::string(header, 8)).i64();
-  if (size < 0 || size > (int64_t{1} << 40)) return ReadResult::kClosed;
+  if (size < 0 || size > kMaxFrameBytes) return ReadResult::kClosed;
   body.resize(static_cast<size_t>(size));
   return read_exactly(fd, body.data(), body.size(), deadline, timed);
 }
@@ -190,10 +202,20 @@ std::unique_ptr<GrammarWorkers::Child> GrammarWorkers::start_child() {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 0);  // both ways: its stdout stays free
+  // Nothing else of the server's: the listening socket and the clients' connections would
+  // otherwise stay open in the child (asio's sockets are not close-on-exec).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  // A process group of its own: a Ctrl-C or a hangup meant for the server does not end its
+  // compiles halfway (the server's death does: serve_grammar_worker).
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
   std::vector<char*> argv;
   for (std::string& arg : command_) argv.push_back(arg.data());
   argv.push_back(nullptr);
-  const int spawned = ::posix_spawn(&child->pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int spawned = ::posix_spawn(&child->pid, argv[0], &actions, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (spawned != 0) {
@@ -204,8 +226,11 @@ std::unique_ptr<GrammarWorkers::Child> GrammarWorkers::start_child() {
     std::lock_guard lock(mutex_);
     ++num_started_;
   }
-  if (!write_all(child->fd, encode(vocabulary_)))
-    fail(ErrorCode::kInternal, "grammar worker: {} did not take the vocabulary", command_[0]);
+  // Ready once it has read the vocabulary: the compile deadline starts after.
+  std::string ready;
+  if (!write_all(child->fd, encode(vocabulary_)) ||
+      read_frame(child->fd, ready, after(kStartupSeconds), true) != ReadResult::kOk)
+    fail(ErrorCode::kResourceExhausted, "grammar worker: {} did not start", command_[0]);
   return child;
 }
 
@@ -224,39 +249,47 @@ bool GrammarWorkers::needs_deadline(const GrammarSpec& spec) {
 }
 
 std::shared_ptr<const TokenConstraint> GrammarWorkers::compile(const GrammarSpec& spec) {
-  if (needs_deadline(spec)) compile_in_child(spec);
+  if (needs_deadline(spec)) {
+    try {
+      compile_in_child(spec);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kResourceExhausted) throw;
+      // No child could start (out of processes, the binary gone): the grammar compiles here,
+      // unstoppable as before, rather than being refused for the server's state.
+      spdlog::warn("{}; compiling in the server", e.what());
+    }
+  }
   return compiler_.compile(spec);
 }
 
 void GrammarWorkers::compile_in_child(const GrammarSpec& spec) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(deadline_s_));
-  std::unique_ptr<Child> child;
-  {
-    std::lock_guard lock(mutex_);
-    if (!idle_.empty()) {
-      child = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
   const std::string job = encode(spec);
-  if (child && !write_all(child->fd, job)) child.reset();  // it died while idle: a fresh one
-  if (!child) {
-    child = start_child();
-    if (!write_all(child->fd, job)) child.reset();
-  }
   std::string reply;
-  const ReadResult result = child ? read_frame(child->fd, reply, deadline, true) : ReadResult::kClosed;
-  if (result == ReadResult::kTimedOut)  // the child is killed as it goes
-    fail(ErrorCode::kInvalidArgument, "{}: the {} took longer than {} s to compile; a simpler one compiles faster",
-         spec.field, grammar_kind_name(spec.kind), deadline_s_);
-  if (result == ReadResult::kClosed)
-    fail(ErrorCode::kInternal, "{}: the grammar worker ended while compiling the {}", spec.field,
-         grammar_kind_name(spec.kind));
-  {
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(child));
+  // A child that died (idle, or under this grammar) is replaced once; twice is the grammar's.
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<Child> child;
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        child = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    if (!child) child = start_child();
+    const auto deadline = after(deadline_s_);
+    const ReadResult result = write_all(child->fd, job) ? read_frame(child->fd, reply, deadline, true)
+                                                        : ReadResult::kClosed;
+    if (result == ReadResult::kTimedOut)  // the child is killed as it goes
+      fail(ErrorCode::kInvalidArgument, "{}: the {} took longer than {} s to compile; a simpler one compiles faster",
+           spec.field, grammar_kind_name(spec.kind), deadline_s_);
+    if (result == ReadResult::kOk) {
+      std::lock_guard lock(mutex_);
+      idle_.push_back(std::move(child));
+      break;
+    }
+    if (attempt == 1)
+      fail(ErrorCode::kInvalidArgument, "{}: the {} cannot be compiled: the grammar engine ended while compiling it",
+           spec.field, grammar_kind_name(spec.kind));
   }
   Reader r(reply);
   if (r.u8() == 0) return;
@@ -270,6 +303,7 @@ int serve_grammar_worker(int in_fd, int out_fd) {
   std::string body;
   if (read_frame(in_fd, body, forever, false) != ReadResult::kOk) return 1;
   const GrammarCompiler compiler(decode_vocabulary(body));
+  if (!write_all(out_fd, Writer().u8(0).frame())) return 1;  // ready
   while (read_frame(in_fd, body, forever, false) == ReadResult::kOk) {
     Writer reply;
     try {

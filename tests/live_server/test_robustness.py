@@ -118,7 +118,8 @@ def test_health_and_other_clients_are_served_during_a_compile_storm(patient_serv
 
 @pytest.fixture(scope="module")
 def impatient_server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("impatient"), "--grammar-compile-timeout", "2",
+    # Compiles in a child process are stopped at half the timeout: 2 s.
+    s = Server(tmp_path_factory.mktemp("impatient"), "--grammar-compile-timeout", "4",
                "--grammar-compile-threads", "2")
     yield s
     assert s.stop() == 0, s.log_tail()
