@@ -116,6 +116,12 @@ void HttpConnection::on_header(beast::error_code ec) {
   };
   // curl sends "Expect: 100-continue" for bodies over 1 KiB and waits a second for this.
   auto expect = header[http::field::expect];
+  if (!parser_->is_done() && beast::iequals(expect, "100-continue") && server_.router().refuses_key(header)) {
+    // Refused by its headers: answered at once, without asking for the body (which is then
+    // discarded while the connection closes), so a client without the key uploads nothing.
+    header.keep_alive(false);
+    return handle(parser_->release());
+  }
   if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     net::async_write(stream_, net::buffer(kContinue),

@@ -90,25 +90,33 @@ std::string Router::allowed_methods(const std::map<http::verb, Handler>& handler
   return out;
 }
 
+const Router::Handlers* Router::handlers_for(const std::string& path) const {
+  if (auto it = exact_.find(path); it != exact_.end()) return &it->second;
+  const Handlers* handlers = nullptr;
+  for (const auto& [prefix, hs] : prefixes_)
+    if (path.starts_with(prefix) && path.size() > prefix.size()) handlers = &hs;
+  return handlers;
+}
+
+// With --api-key every path needs it but the public ones; an unknown path outside /v1/ is a 404
+// either way. OPTIONS needs no key, like vLLM's (browsers send none).
+bool Router::refuses_key(const HttpRequest& request) const {
+  if (request.method() == http::verb::options) return false;
+  const std::string path = path_of(request);
+  return (handlers_for(path) || path.starts_with("/v1/")) && !is_public(path) && !authorized(request);
+}
+
 void Router::route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const {
   const std::string path = path_of(request);
-  const std::map<http::verb, Handler>* handlers = nullptr;
-  if (auto it = exact_.find(path); it != exact_.end()) {
-    handlers = &it->second;
-  } else {
-    for (const auto& [prefix, hs] : prefixes_)
-      if (path.starts_with(prefix) && path.size() > prefix.size()) handlers = &hs;
-  }
-  // OPTIONS asks what a path takes; like vLLM, it needs no API key (browsers send none).
+  const Handlers* handlers = handlers_for(path);
+  // OPTIONS asks what a path takes.
   if (request.method() == http::verb::options) {
     if (!handlers) send_error(*exchange, 404, "Not Found: " + path);
     else exchange->send(200, "text/plain; charset=utf-8", "", {{"Allow", allowed_methods(*handlers)}});
     return;
   }
   try {
-    // With --api-key every path needs it but the public ones; an unknown path outside /v1/
-    // is a 404 either way.
-    if ((handlers || path.starts_with("/v1/")) && !is_public(path) && !authorized(request)) {
+    if (refuses_key(request)) {
       send_error(*exchange, 401, "Unauthorized: a valid API key is required");
       return;
     }

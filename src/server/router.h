@@ -33,6 +33,9 @@ class Router {
   void add_prefix(boost::beast::http::verb method, std::string prefix, Handler handler);
 
   void route(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange) const;
+  // Whether route() answers 401 (the path needs the API key, and it is missing or wrong): the
+  // headers decide, so a body need not be read first.
+  bool refuses_key(const HttpRequest& request) const;
 
   // Strips the query string.
   static std::string path_of(const HttpRequest& request);
@@ -40,6 +43,8 @@ class Router {
   static std::optional<std::string> query_param(const HttpRequest& request, std::string_view name);
 
  private:
+  using Handlers = std::map<boost::beast::http::verb, Handler>;
+  const Handlers* handlers_for(const std::string& path) const;
   bool authorized(const HttpRequest& request) const;
   static bool is_public(std::string_view path);
   static std::string allowed_methods(

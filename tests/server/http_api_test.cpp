@@ -145,6 +145,30 @@ TEST(HttpApi, ApiKeyGuardsAllButThePublicPaths) {
   EXPECT_EQ(c.get("/nope").status, 404);     // an unknown path outside /v1/ is a 404 either way
 }
 
+// A client that asks before sending its body (curl does above 1 KiB) and lacks the key gets the
+// 401 at once instead of "100 Continue": it uploads nothing. With the key it is asked for it.
+TEST(HttpApi, ExpectContinueWithoutTheKeyIsRefusedBeforeTheBody) {
+  Harness h("sekret");
+  const std::string body = R"({"prompt": "hi", "max_tokens": 1, "user": ")" + std::string(4000, 'x') + R"("})";
+  auto head = [&](const std::string& key) {
+    return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Expect: 100-continue\r\nAuthorization: Bearer " + key + "\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n";
+  };
+  TestClient refused(h.port());
+  refused.send_raw(head("wrong"));  // and no body
+  const testing::Reply r = refused.read_reply();
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.message[boost::beast::http::field::connection], "close");
+
+  TestClient allowed(h.port());
+  allowed.send_raw(head("sekret"));
+  const testing::Reply go_on = allowed.read_reply();
+  EXPECT_EQ(go_on.status, 100);
+  allowed.send_raw(body);
+  EXPECT_EQ(allowed.read_reply().status, 200);
+}
+
 TEST(HttpApi, OversizedBodyGets413) {
   Harness h;
   TestClient c(h.port());
