@@ -188,11 +188,6 @@ GrammarWorkers::GrammarWorkers(std::vector<std::string> command, const Vocabular
 
 GrammarWorkers::~GrammarWorkers() = default;
 
-int GrammarWorkers::num_started() const {
-  std::lock_guard lock(mutex_);
-  return num_started_;
-}
-
 std::unique_ptr<GrammarWorkers::Child> GrammarWorkers::start_child() {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
@@ -221,10 +216,6 @@ std::unique_ptr<GrammarWorkers::Child> GrammarWorkers::start_child() {
   if (spawned != 0) {
     child->pid = -1;
     fail(ErrorCode::kResourceExhausted, "grammar worker: cannot start {}: {}", command_[0], std::strerror(spawned));
-  }
-  {
-    std::lock_guard lock(mutex_);
-    ++num_started_;
   }
   // Ready once it has read the vocabulary: the compile deadline starts after.
   std::string ready;

@@ -37,7 +37,6 @@ class GrammarWorkers {
   GrammarWorkers& operator=(const GrammarWorkers&) = delete;
 
   std::shared_ptr<const TokenConstraint> compile(const GrammarSpec& spec);
-  int num_started() const;  // children started so far
 
   // Whether the limits (grammar_limits.h) leave the compile time of `spec` unbounded.
   static bool needs_deadline(const GrammarSpec& spec);
@@ -51,9 +50,8 @@ class GrammarWorkers {
   const Vocabulary& vocabulary_;
   const GrammarCompiler& compiler_;
   double deadline_s_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::vector<std::unique_ptr<Child>> idle_;
-  int num_started_ = 0;
 };
 
 // The child's side, on sockets (one may serve both ways): reads the vocabulary, then answers
