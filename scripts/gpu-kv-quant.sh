@@ -9,6 +9,8 @@
 #   decode      the decode-heavy KV-bound load (configs/workloads/kv-bound-decode-h200.toml) in
 #               process: bf16, static int8, kv_quant int8 and int4
 #   throughput  the prefill-heavy KV-bound load (configs/workloads/kv-bound-h200.toml)
+#   burst       the mixed-priority burst load (configs/workloads/kv-burst-h200.toml): bf16, kv_quant
+#               int8 without and with protect_priority, and each class's P99 TTFT and E2E
 # Usage: gpu-kv-quant.sh OPTIMATE_BIN SMOLLM2_GGUF OUT_DIR [stages] (default "perplexity").
 set -uo pipefail
 bin=${1:?usage: gpu-kv-quant.sh OPTIMATE_BIN SMOLLM2_GGUF OUT_DIR [stages]}
@@ -44,5 +46,11 @@ if [[ " $stages " == *" throughput "* ]]; then
      --compare configs/kv/bf16.toml,configs/kv/fp8.toml,configs/kv/int8.toml,configs/kv/int4.toml,configs/kv/dynamic-int8.toml \
      --out "$out/kv-bound") >"$out/kv-bound.log" 2>&1 || status=1
   grep -E "^\|" "$out/kv-bound.log" | head -8
+fi
+if [[ " $stages " == *" burst "* ]]; then
+  (cd "$root" && "$bin" bench --workload configs/workloads/kv-burst-h200.toml --backend cuda \
+     --compare configs/kv/bf16.toml,configs/kv/burst-dynamic-int8-unprotected.toml,configs/kv/burst-dynamic-int8.toml \
+     --out "$out/kv-burst") >"$out/kv-burst.log" 2>&1 || status=1
+  "$root/scripts/class-latency.py" "$out/kv-burst/report.json" || status=1
 fi
 exit $status
