@@ -218,6 +218,10 @@ void bind_kv(nb::module_& m) {
       .def_rw("reserve_min_priority", &Q::reserve_min_priority)
       .def_rw("long_max_share", &Q::long_max_share)
       .def_rw("long_min_tokens", &Q::long_min_tokens)
+      .def_rw("footprint_blocks", &Q::footprint_blocks,
+              "the most blocks the running sequences may hold once a request below footprint_min_priority "
+              "is admitted, each counted as one whatever its precision (0: no limit)")
+      .def_rw("footprint_min_priority", &Q::footprint_min_priority)
       .def("active", &Q::active)
       .def(nb::self == nb::self);
   using P = optim::PolicyKnobs;

@@ -245,6 +245,14 @@ class GuardedKv final : public KvPolicy {
         [](const std::vector<RequantizeOrder>&) { return std::string(); },
         [&] { return fallback_->requantize(view); }, fallback_ != nullptr);
   }
+  std::optional<Footprint> admission_footprint(const SchedulerView& view) override {
+    return guard_.run(
+        "admission_footprint", [&] { return inner_->admission_footprint(view); },
+        [](const std::optional<Footprint>& f) -> std::string {
+          return f && f->max_blocks < 0 ? fmt::format("asked for a footprint of {} blocks", f->max_blocks) : "";
+        },
+        [&] { return fallback_->admission_footprint(view); }, fallback_ != nullptr);
+  }
 
  private:
   std::shared_ptr<KvPolicy> inner_, fallback_;

@@ -105,6 +105,18 @@ bool KvQuantPolicy::eligible(const RequestView& r) const {
   return !(options_.priority_aware && r.metadata.priority >= options_.full_precision_min_priority);
 }
 
+bool KvQuantPolicy::protecting(const SchedulerView& view) const {
+  if (!options_.priority_aware || !options_.protect_priority || !view.kv.finest_precision) return false;
+  const auto important = [&](const RequestView& r) { return !eligible(r); };
+  return std::any_of(view.running.begin(), view.running.end(), important) ||
+         std::any_of(view.waiting.begin(), view.waiting.end(), important);
+}
+
+std::optional<KvPolicy::Footprint> KvQuantPolicy::admission_footprint(const SchedulerView& view) {
+  if (!protecting(view)) return std::nullopt;
+  return Footprint{view.kv.num_blocks, options_.full_precision_min_priority};
+}
+
 bool KvQuantPolicy::room_serves_priority(const SchedulerView& view) const {
   if (!options_.priority_aware || !options_.protect_priority) return true;
   const auto important = [&](const RequestView& r) { return !eligible(r); };

@@ -81,6 +81,12 @@ class KvQuantPolicy final : public KvPolicy {
   std::string_view name() const override { return "kv_quant"; }
   kv::KvPrecision precision_for(const SchedulerView& view, const RequestView& request) override;
   std::vector<RequantizeOrder> requantize(const SchedulerView& view) override;
+  // With protect_priority, while a request of the important class runs or waits: a less
+  // important request is admitted only while the running sequences' blocks, each counted as
+  // one whatever its precision, stay within what the cache holds at full precision. The batch
+  // then is never bigger than without the optimizer, so neither are the important requests'
+  // steps; the room quantizing frees goes to them and to the running sequences' growth.
+  std::optional<Footprint> admission_footprint(const SchedulerView& view) override;
   // active (0/1), activations, requantize_orders (blocks asked for), held_for_priority (steps
   // it requantized nothing because only less important requests would gain), quality_estimate
   // (the perplexity change the cache's mix of precisions, once the last orders are applied, is
@@ -100,6 +106,7 @@ class KvQuantPolicy final : public KvPolicy {
   // With protect_priority: whether freeing room now would serve the important class (or keep
   // the running sequences from being preempted).
   bool room_serves_priority(const SchedulerView& view) const;
+  bool protecting(const SchedulerView& view) const;
   // The written blocks of eligible requests outside both windows, least important first.
   std::vector<RequantizeOrder> requantize_orders(const SchedulerView& view, kv::KvPrecision precision);
 

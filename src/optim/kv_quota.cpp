@@ -16,6 +16,11 @@ int64_t blocks_to_admit(const SchedulerView& view, const RequestView& r) {
   return (tokens + block_size - 1) / block_size;
 }
 
+int64_t blocks_when_computed(const SchedulerView& view, const RequestView& r) {
+  const int64_t block_size = std::max<int64_t>(1, view.kv.block_size);
+  return (r.num_prompt_tokens + r.num_output_tokens + block_size - 1) / block_size;
+}
+
 std::map<EnginePriority, int64_t> long_blocks_by_class(const SchedulerView& view) {
   std::map<EnginePriority, int64_t> out;
   for (const RequestView& r : view.running)
@@ -30,6 +35,8 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
   const double share_blocks = quota.long_max_share * static_cast<double>(view.kv.num_blocks);
   std::map<EnginePriority, int64_t> long_blocks = long_blocks_by_class(view);
   int64_t free_blocks = view.kv.num_free_blocks;
+  int64_t footprint = 0;
+  for (const RequestView& r : view.running) footprint += r.num_blocks;
   std::vector<int64_t> kept;
   kept.reserve(order.size());
   for (int64_t idx : order) {
@@ -45,12 +52,17 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
       const int64_t held_now = long_blocks[r.metadata.priority];
       if (held_now > 0 && static_cast<double>(held_now + need) > share_blocks) hold = QuotaHold::kLongShare;
     }
+    const int64_t whole = blocks_when_computed(view, r);
+    if (hold == QuotaHold::kNone && quota.footprint_blocks > 0 && r.metadata.priority < quota.footprint_min_priority &&
+        footprint + whole > quota.footprint_blocks)
+      hold = QuotaHold::kFootprint;
     if (hold != QuotaHold::kNone) {
       if (held) held->emplace_back(idx, hold);
       continue;
     }
     kept.push_back(idx);
     free_blocks -= need;
+    footprint += whole;
     if (is_long) long_blocks[r.metadata.priority] += need;
   }
   return kept;

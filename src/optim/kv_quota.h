@@ -20,6 +20,7 @@ enum class QuotaHold {
   kNone,
   kReserve,    // it would eat into the blocks reserved for more important requests
   kLongShare,  // its class's long generations already hold their share of the pool
+  kFootprint,  // the running sequences would hold more blocks than footprint_blocks
 };
 
 bool is_long_generation(const KvQuota& quota, const RequestView& r);
@@ -27,6 +28,10 @@ bool is_long_generation(const KvQuota& quota, const RequestView& r);
 // Blocks a waiting request's first chunk takes (its whole uncomputed prompt, within the token
 // budget left), ignoring prefix-cache hits: an upper bound.
 int64_t blocks_to_admit(const SchedulerView& view, const RequestView& r);
+
+// Blocks a waiting request holds once every token it has so far is computed: what it adds to
+// the running sequences' footprint.
+int64_t blocks_when_computed(const SchedulerView& view, const RequestView& r);
 
 // Blocks each class's long generations hold now (by priority).
 std::map<EnginePriority, int64_t> long_blocks_by_class(const SchedulerView& view);

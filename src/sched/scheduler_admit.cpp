@@ -50,7 +50,11 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
 }
 
 void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan) {
-  const optim::SchedulerView view = make_view(pending, budget);
+  optim::SchedulerView view = make_view(pending, budget);
+  if (const auto footprint = policies_.kv->admission_footprint(view)) {
+    view.knobs.kv_quota.footprint_blocks = footprint->max_blocks;
+    view.knobs.kv_quota.footprint_min_priority = footprint->min_priority;
+  }
   const optim::BatchDecision decision = policies_.batch->decide(view);
   if (!decision.admit_waiting) {
     plan.retry_at_ns = decision.retry_at_ns;

@@ -106,6 +106,62 @@ TEST(KvQuant, TheSameMemoryHoldsMoreRequestsAtOnce) {
   EXPECT_GE(requantized, 8);
 }
 
+// With protect_priority, while an important request runs, the room quantizing frees does not
+// admit a bigger batch of the others: no less important request is admitted once the running
+// sequences' blocks (each counted as one, whatever its precision) would pass what the cache
+// holds at full precision, so the important request's steps are no longer than without the
+// optimizer. Without protect_priority the same cache admits more of them.
+TEST(KvQuant, WhileAnImportantRequestRunsTheBatchStaysWhatFullPrecisionHolds) {
+  if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "model not downloaded";
+  // 16 full-precision blocks of 16 tokens in 16 pages of 2 int8 slots; the important request
+  // runs from the first step to the last (48 tokens), six others of 60 + 4 tokens (4 blocks).
+  struct Peak {
+    int64_t blocks_at_admission = 0;  // the running sequences' blocks in a step that admitted one
+    int64_t running = 0;
+    int64_t quantized = 0;
+  };
+  auto run = [](bool protect) {
+    EngineArgs args;
+    args.model = model_path();
+    args.max_model_len = 128;
+    args.num_kv_blocks = 32;
+    args.num_threads = 1;
+    args.optimizers = {kv_quant({{"bits", int64_t{8}}, {"activation_threshold", 0.5},
+                                 {"deactivation_threshold", 0.4}, {"keep_recent_tokens", int64_t{16}},
+                                 {"keep_first_tokens", int64_t{0}}, {"protect_priority", protect}})};
+    Engine engine = create_optimized_engine(args);
+    engine.add_request("high", prompt(9, 16), greedy(80), {.priority = {1}});
+    for (int i = 0; i < 6; ++i) engine.add_request("r" + std::to_string(i), prompt(10 + i, 60), greedy(4));
+    Peak peak;
+    Results results;
+    int64_t waiting_before = engine.stats().num_waiting;
+    while (engine.has_unfinished()) {
+      collect(engine.step(), results);
+      const EngineStats s = engine.stats();
+      const bool high_running = !results.count({"high", 0}) || results.at({"high", 0}).num_finished == 0;
+      if (high_running && s.num_waiting < waiting_before) {
+        int64_t blocks = 0;
+        for (const auto& [tag, n] : s.kv_blocks_by_precision) blocks += n;
+        peak.blocks_at_admission = std::max(peak.blocks_at_admission, blocks);
+      }
+      if (high_running) peak.running = std::max(peak.running, s.num_running);
+      if (s.kv_blocks_by_precision.count("int8")) peak.quantized = std::max(peak.quantized, s.kv_blocks_by_precision.at("int8"));
+      waiting_before = s.num_waiting;
+    }
+    EXPECT_EQ(results.at({"high", 0}).tokens.size(), 80u);
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(results.at({"r" + std::to_string(i), 0}).tokens.size(), 4u);
+    EXPECT_EQ(engine.stats().kv_used_blocks, 0);
+    return peak;
+  };
+  const Peak protected_run = run(true);
+  const Peak unprotected = run(false);
+  // Both quantized the others' written blocks; only the unprotected run spent the room on them.
+  EXPECT_GT(protected_run.quantized, 0);
+  EXPECT_LE(protected_run.blocks_at_admission, 16);
+  EXPECT_GT(unprotected.blocks_at_admission, 16);
+  EXPECT_GT(unprotected.running, protected_run.running);
+}
+
 // Block by block, after every step: a quantized block lies wholly past the first
 // keep_first_tokens and wholly before the newest keep_recent_tokens of what was computed when
 // the step began (the tokens the step computes read it), and every block that left both

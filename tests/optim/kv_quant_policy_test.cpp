@@ -105,6 +105,29 @@ TEST(KvQuantPolicy, WhileImportantRequestsRunOnlyTheirNeedFreesRoom) {
   EXPECT_EQ(unprotected.requantize(view({low, high}, {request(3, 0, 0, 0)})).size(), 1u);
 }
 
+TEST(KvQuantPolicy, WhileImportantRequestsRunOrWaitTheOthersAdmissionIsLimitedToFullPrecision) {
+  KvQuantPolicy policy(options());
+  const RequestView low = request(1, 0, 400, 25);
+  const RequestView high = request(2, 1, 400, 25);
+  // Important requests running or waiting: the others may fill what the cache holds at full
+  // precision (100 blocks), the important class is not limited.
+  for (const SchedulerView& v : {view({low, high}, {request(3, 0, 0, 0)}), view({low}, {request(4, 1, 0, 0)})}) {
+    const std::optional<KvPolicy::Footprint> f = policy.admission_footprint(v);
+    ASSERT_TRUE(f.has_value());
+    EXPECT_EQ(f->max_blocks, 100);
+    EXPECT_EQ(f->min_priority, EnginePriority{1});
+  }
+  // None in sight, or protection off, or a cache of one precision: no limit.
+  EXPECT_FALSE(policy.admission_footprint(view({low}, {request(5, 0, 0, 0)})).has_value());
+  SchedulerView uniform = view({low, high});
+  uniform.kv.finest_precision.reset();
+  EXPECT_FALSE(policy.admission_footprint(uniform).has_value());
+  KvQuantOptions o = options();
+  o.protect_priority = false;
+  KvQuantPolicy unprotected(o);
+  EXPECT_FALSE(unprotected.admission_footprint(view({low, high})).has_value());
+}
+
 TEST(KvQuantPolicy, QualityEstimateWeighsEachPrecisionByItsBlocks) {
   KvQuantOptions o = options();
   o.quality_int8 = 0.002;

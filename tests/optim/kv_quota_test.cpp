@@ -92,6 +92,29 @@ TEST_P(KvQuota, AnOverShareLongGenerationIsTheVictimWhenThePoolRunsDry) {
   }
 }
 
+// A footprint limit (what kv_quant sets while an important request runs): a less important
+// request waits once the running sequences' blocks and its own would pass it, however many
+// blocks are free; a more important one does not, and admissions earlier in the order count.
+TEST_P(KvQuota, AFootprintLimitHoldsBackOnlyTheLessImportant) {
+  SchedHarness h(small_pool(100), policies(), 1'000'000);
+  optim::PolicyKnobs knobs;
+  knobs.kv_quota.footprint_blocks = 20;
+  knobs.kv_quota.footprint_min_priority = EnginePriority{3};
+  h.scheduler().set_policy_knobs(knobs);
+  h.add("low-big", 60, 50, 1);    // 15 blocks
+  h.add("low-small", 24, 50, 1);  // 6 more: 21 (or 23 after the high one) > 20
+  h.add("low-tiny", 12, 50, 1);   // 3 more: 20 with the high one, whichever goes first
+  h.add("high", 8, 50, 3);        // 2 blocks, not limited
+  h.step();
+  EXPECT_TRUE(h.running("low-big"));
+  EXPECT_TRUE(h.waiting("low-small"));
+  EXPECT_TRUE(h.running("low-tiny"));  // not blocked by the one held before it
+  EXPECT_TRUE(h.running("high"));
+  h.scheduler().set_policy_knobs({});
+  h.step();
+  EXPECT_TRUE(h.running("low-small"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, KvQuota, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "priority" : "baselines"; });
 

@@ -70,8 +70,14 @@ struct KvQuota {
   // runs dry, a long generation of such a class is the victim first.
   double long_max_share = 1.0;
   int64_t long_min_tokens = 0;
+  // The most blocks the running sequences may hold, each counted as one block whatever its
+  // precision, once a request below footprint_min_priority is admitted (0: no limit). A KV
+  // policy that frees room by quantizing sets it (KvPolicy::admission_footprint), so that the
+  // room serves the important class rather than a bigger batch of the others.
+  int64_t footprint_blocks = 0;
+  EnginePriority footprint_min_priority;
 
-  bool active() const { return reserve_blocks > 0 || long_max_share < 1.0; }
+  bool active() const { return reserve_blocks > 0 || long_max_share < 1.0 || footprint_blocks > 0; }
   bool operator==(const KvQuota&) const = default;
 };
 
