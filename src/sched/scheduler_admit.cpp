@@ -6,6 +6,13 @@
 
 namespace optimate::sched {
 
+bool Scheduler::leaves_watermark(int64_t num_tokens, kv::KvPrecision precision) const {
+  const int64_t watermark = static_cast<int64_t>(config_.kv_watermark * static_cast<double>(kv_.pool().num_blocks()));
+  if (watermark <= 0) return true;
+  const int64_t blocks = (num_tokens + kv_.block_size() - 1) / kv_.block_size();
+  return kv_.pool().num_free_blocks(precision) - blocks >= watermark;
+}
+
 bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView& view,
                           int64_t& num_new) {
   if (kv_.is_swapped(r.seq_id)) {
@@ -38,6 +45,10 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
   }
   num_new = std::min(r.num_tokens() - computed, budget);
   if (wants_prompt_logits(r)) num_new = std::min(num_new, prompt_logits_left_);
+  if (!running_.empty() && !leaves_watermark(r.num_tokens() - computed, precision)) {
+    kv_.free(r.seq_id);
+    return false;
+  }
   if (!kv_.allocate(r.seq_id, computed, num_new, hit, precision)) {
     kv_.free(r.seq_id);
     return false;

@@ -28,6 +28,10 @@ struct SchedulerConfig {
   int64_t kv_bytes_per_slot = 0;       // one slot of every layer's K and V: what a copy moves
   double host_link_bytes_per_s = 0.0;  // the runner's, measured (0: unknown)
   PreemptionMode preemption_mode = PreemptionMode::kAuto;
+  // Share of the pool a new request may not take the last of while others run (vLLM's block
+  // manager watermark): room the running sequences grow into, so that a full pool does not
+  // admit a prompt only to preempt a running sequence a few steps later.
+  double kv_watermark = 0.01;
 
   // Throws Error(kInvalidArgument) naming the flag; also checks that one sequence of
   // max_model_len tokens fits in the KV pool, so a lone request can always run.

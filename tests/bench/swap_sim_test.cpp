@@ -44,7 +44,8 @@ TEST(SimSwap, CopiesTakeTheirTimeAndHoldBackOnlyStepsThatNeedThem) {
   EXPECT_THROW(runner.copy_kv(std::vector<kv::KvCopy>{{kv::CopyDirection::kToHost, 0, 1024, 1}}), Error);
 }
 
-// Prompts of 4k-16k tokens, a KV pool of 4096 blocks (64k tokens): long requests preempt.
+// Prompts of 4k-16k tokens and outputs of 512-2k, a KV pool of 4096 blocks (64k tokens): the
+// running requests outgrow the pool and preempt.
 Workload long_context() {
   WorkloadSpec spec;
   spec.name = "long";
@@ -52,7 +53,7 @@ Workload long_context() {
   spec.num_requests = 24;
   spec.arrival = {.kind = ArrivalKind::kPoisson, .rate_per_s = 2.0};
   spec.prompt = {.kind = LengthKind::kUniform, .min = 4096, .max = 16384};
-  spec.output = {.kind = LengthKind::kUniform, .min = 64, .max = 512};
+  spec.output = {.kind = LengthKind::kUniform, .min = 512, .max = 2048};
   spec.token_id_max = 4000;
   return build_workload(spec);
 }

@@ -72,6 +72,50 @@ TEST(Scheduler, MaxNumSeqsAndPreemptionFreeEverything) {
   EXPECT_EQ(s.stats().num_generated_tokens, 5 * 30);
 }
 
+// vLLM's block-manager watermark: while others run, a new request is admitted only if the
+// blocks for its whole prompt (not just the first chunk) leave kv_watermark of the pool free,
+// room the running sequences grow into; alone, it may take the whole pool.
+TEST(Scheduler, ANewRequestLeavesTheWatermarkFreeWhileOthersRun) {
+  FakeClock clock;
+  SchedulerConfig c = small_config();
+  c.num_kv_blocks = 200;  // 1%: 2 blocks
+  c.max_model_len = 800;
+  c.max_num_batched_tokens = 1024;  // every prompt whole in the first step
+  c.max_num_seqs = 8;
+  Scheduler s(c, {}, clock);
+  s.add_request("first", std::vector<int32_t>(600, 3), params(4), {}, 0);  // 150 blocks
+  s.add_request("fits", std::vector<int32_t>(188, 4), params(4), {}, 0);   // 47: 3 left
+  s.add_request("over", std::vector<int32_t>(8, 5), params(4), {}, 0);     // 2 more: 1 left
+  StepPlan p = s.schedule();
+  s.update(p, sevens(p));
+  EXPECT_EQ(s.num_running(), 2);  // "over" waits though its 2 blocks are free
+  while (s.has_unfinished()) {
+    p = s.schedule();
+    s.update(p, sevens(p));
+  }
+  EXPECT_EQ(s.stats().num_generated_tokens, 12);
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 200);
+
+  // Alone it may fill the pool; without a watermark the third is admitted at once.
+  c.kv_watermark = 0.0;
+  Scheduler plain(c, {}, clock);
+  plain.add_request("first", std::vector<int32_t>(600, 3), params(4), {}, 0);
+  plain.add_request("fits", std::vector<int32_t>(188, 4), params(4), {}, 0);
+  plain.add_request("over", std::vector<int32_t>(8, 5), params(4), {}, 0);
+  p = plain.schedule();
+  plain.update(p, sevens(p));
+  EXPECT_EQ(plain.num_running(), 3);
+  SchedulerConfig whole = small_config();
+  whole.num_kv_blocks = 200;
+  whole.max_model_len = 800;
+  whole.max_num_batched_tokens = 1024;
+  Scheduler alone(whole, {}, clock);
+  alone.add_request("all", std::vector<int32_t>(796, 3), params(4), {}, 0);  // 199 blocks, then 200
+  p = alone.schedule();
+  alone.update(p, sevens(p));
+  EXPECT_EQ(alone.num_running(), 1);
+}
+
 TEST(Scheduler, PoolSmallerThanModelLenIsAnError) {
   FakeClock clock;
   SchedulerConfig c = small_config();
