@@ -107,12 +107,16 @@ bool KvQuantPolicy::eligible(const RequestView& r) const {
 
 bool KvQuantPolicy::protecting(const SchedulerView& view) const {
   if (!options_.priority_aware || !options_.protect_priority || !view.kv.finest_precision) return false;
+  // Nothing quantized and nothing to be: the batch is what full precision holds already.
+  const auto& by_code = view.kv.used_blocks_by_code;
+  if (!active_ && !view.knobs.kv_quant_precision && by_code[1] + by_code[2] + by_code[3] == 0) return false;
   const auto important = [&](const RequestView& r) { return !eligible(r); };
   return std::any_of(view.running.begin(), view.running.end(), important) ||
          std::any_of(view.waiting.begin(), view.waiting.end(), important);
 }
 
 std::optional<KvPolicy::Footprint> KvQuantPolicy::admission_footprint(const SchedulerView& view) {
+  observe(view);
   if (!protecting(view)) return std::nullopt;
   return Footprint{view.kv.num_blocks, options_.full_precision_min_priority};
 }

@@ -1,6 +1,7 @@
 #include "optim/kv_quota.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace optimate::optim {
 
@@ -35,8 +36,12 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
   const double share_blocks = quota.long_max_share * static_cast<double>(view.kv.num_blocks);
   std::map<EnginePriority, int64_t> long_blocks = long_blocks_by_class(view);
   int64_t free_blocks = view.kv.num_free_blocks;
+  // Distinct blocks in use (a prefix block shared by several sequences counts once).
   int64_t footprint = 0;
-  for (const RequestView& r : view.running) footprint += r.num_blocks;
+  for (int64_t n : view.kv.used_blocks_by_code) footprint += n;
+  // Once one request is held for the footprint, none of its priority or below goes past it:
+  // smaller requests behind would otherwise take every room it waits for.
+  std::optional<EnginePriority> footprint_held;
   std::vector<int64_t> kept;
   kept.reserve(order.size());
   for (int64_t idx : order) {
@@ -54,8 +59,10 @@ std::vector<int64_t> apply_kv_quota(const SchedulerView& view, std::vector<int64
     }
     const int64_t whole = blocks_when_computed(view, r);
     if (hold == QuotaHold::kNone && quota.footprint_blocks > 0 && r.metadata.priority < quota.footprint_min_priority &&
-        footprint + whole > quota.footprint_blocks)
+        ((footprint_held && r.metadata.priority <= *footprint_held) || footprint + whole > quota.footprint_blocks)) {
       hold = QuotaHold::kFootprint;
+      if (!footprint_held || r.metadata.priority > *footprint_held) footprint_held = r.metadata.priority;
+    }
     if (hold != QuotaHold::kNone) {
       if (held) held->emplace_back(idx, hold);
       continue;

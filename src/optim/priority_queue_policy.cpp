@@ -137,7 +137,7 @@ std::vector<int64_t> PriorityQueuePolicy::order_waiting(const SchedulerView& vie
   }
   std::vector<std::pair<int64_t, QuotaHold>> held;
   order = apply_kv_quota(view, std::move(order), &held);
-  kv_quota_holds_ += static_cast<int64_t>(held.size());
+  for (const auto& [idx, hold] : held) ++(hold == QuotaHold::kFootprint ? kv_footprint_holds_ : kv_quota_holds_);
   return order;
 }
 
@@ -166,10 +166,12 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
     if (refused) ++refused_min_run_;
     return std::nullopt;
   }
-  // The blocks the request's next chunk needs (an upper bound: prefix-cache hits not counted).
+  // The blocks admitting the request takes: its whole uncomputed prompt and the watermark the
+  // scheduler keeps free while others run (an upper bound: prefix-cache hits not counted).
   const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
-  const int64_t need = ceil_div(std::min(w.num_prompt_tokens + w.num_output_tokens,
-                                         std::max<int64_t>(1, view.token_budget_left)), bs);
+  const int64_t need =
+      ceil_div(std::max<int64_t>(1, w.num_prompt_tokens + w.num_output_tokens - w.num_computed_tokens), bs) +
+      view.kv.watermark_blocks;
   // Short of KV (blocked for blocks, or for a slot with too few blocks free as well), a victim's
   // blocks go to the request and the victim is computed again: wait preempt_after_ms first.
   if ((blocked_on == BlockedOn::kKvBlocks || need > view.kv.num_free_blocks) &&
@@ -220,6 +222,7 @@ std::vector<PolicyCounter> PriorityQueuePolicy::counters() const {
       {"overdue_admissions", static_cast<double>(num_overdue_admissions_)},
       {"admissions", static_cast<double>(num_admissions_)},
       {"kv_quota_holds", static_cast<double>(kv_quota_holds_)},
+      {"kv_footprint_holds", static_cast<double>(kv_footprint_holds_)},
   };
   for (int64_t level = 0; level < options_.levels; ++level) {
     const std::string name = options_.level_name(level);

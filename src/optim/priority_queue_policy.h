@@ -34,7 +34,8 @@ class PriorityQueuePolicy final : public QueuePolicy {
   // preemptions_for_max_num_seqs, preemptions_for_kv_blocks, preemptions_refused_min_run,
   // max_wait_reached (requests that hit their deadline), overdue_admissions (admitted ahead of
   // more important waiting requests), admissions, kv_quota_holds (requests a controller's KV
-  // quota kept waiting, counted per decision), and per level: waiting.<name>,
+  // quota kept waiting, counted per decision), kv_footprint_holds (those the footprint kept
+  // waiting: kv_quant's while it protects an important class), and per level: waiting.<name>,
   // oldest_wait_ms.<name> (as of the last decision).
   std::vector<PolicyCounter> counters() const override;
 
@@ -60,6 +61,7 @@ class PriorityQueuePolicy final : public QueuePolicy {
   int64_t num_admissions_ = 0;
   int64_t num_overdue_admissions_ = 0;
   int64_t kv_quota_holds_ = 0;
+  int64_t kv_footprint_holds_ = 0;
   // overdue_share per admission, at most one jump's worth: jumps never come in a burst after
   // a quiet spell.
   double jump_credit_ = 1.0;

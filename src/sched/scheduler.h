@@ -133,7 +133,9 @@ class Scheduler {
   // After a step: measured prefill rate and preempted time.
   void observe_step(const StepPlan& plan, int64_t step_ns);
   bool try_admit(Request& r, int64_t budget, const optim::SchedulerView& view, int64_t& num_new);
-  // Whether blocks for num_tokens more tokens leave the pool its watermark (kv_watermark).
+  // Blocks a new request must leave free: kv_watermark of the pool while others run, else 0.
+  int64_t watermark_blocks() const;
+  // Whether blocks for num_tokens more tokens leave the pool its watermark.
   bool leaves_watermark(int64_t num_tokens, kv::KvPrecision precision) const;
   void admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan);
   void release(Request& r, FinishReason reason);

@@ -6,8 +6,12 @@
 
 namespace optimate::sched {
 
+int64_t Scheduler::watermark_blocks() const {
+  return running_.empty() ? 0 : static_cast<int64_t>(config_.kv_watermark * static_cast<double>(kv_.pool().num_blocks()));
+}
+
 bool Scheduler::leaves_watermark(int64_t num_tokens, kv::KvPrecision precision) const {
-  const int64_t watermark = static_cast<int64_t>(config_.kv_watermark * static_cast<double>(kv_.pool().num_blocks()));
+  const int64_t watermark = watermark_blocks();
   if (watermark <= 0) return true;
   const int64_t blocks = (num_tokens + kv_.block_size() - 1) / kv_.block_size();
   return kv_.pool().num_free_blocks(precision) - blocks >= watermark;
@@ -45,7 +49,7 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
   }
   num_new = std::min(r.num_tokens() - computed, budget);
   if (wants_prompt_logits(r)) num_new = std::min(num_new, prompt_logits_left_);
-  if (!running_.empty() && !leaves_watermark(r.num_tokens() - computed, precision)) {
+  if (!leaves_watermark(r.num_tokens() - computed, precision)) {
     kv_.free(r.seq_id);
     return false;
   }
@@ -63,8 +67,11 @@ bool Scheduler::try_admit(Request& r, int64_t budget, const optim::SchedulerView
 void Scheduler::admit_waiting(std::vector<Pending>& pending, int64_t& budget, StepPlan& plan) {
   optim::SchedulerView view = make_view(pending, budget);
   if (const auto footprint = policies_.kv->admission_footprint(view)) {
-    view.knobs.kv_quota.footprint_blocks = footprint->max_blocks;
-    view.knobs.kv_quota.footprint_min_priority = footprint->min_priority;
+    // The KV policy's limit joins a controller's: the tighter one, over the wider class.
+    optim::KvQuota& q = view.knobs.kv_quota;
+    const bool set = q.footprint_blocks > 0;
+    q.footprint_blocks = set ? std::min(q.footprint_blocks, footprint->max_blocks) : footprint->max_blocks;
+    q.footprint_min_priority = set ? std::max(q.footprint_min_priority, footprint->min_priority) : footprint->min_priority;
   }
   const optim::BatchDecision decision = policies_.batch->decide(view);
   if (!decision.admit_waiting) {

@@ -20,6 +20,8 @@ void SchedulerConfig::validate() const {
          "the KV cache holds {} tokens ({} blocks of {}), fewer than max-model-len {}: raise "
          "kv-cache-memory or lower max-model-len",
          blocks * block_size, blocks, block_size, max_model_len);
+  if (!(kv_watermark >= 0.0 && kv_watermark < 1.0))
+    fail(ErrorCode::kInvalidArgument, "the KV admission watermark must be in [0, 1), got {}", kv_watermark);
   if (preemption_mode == PreemptionMode::kSwap && host_slots.swap == 0)
     fail(ErrorCode::kInvalidArgument, "preemption-mode swap needs host swap space: set swap-space above 0 "
          "(or use auto, which recomputes without it)");

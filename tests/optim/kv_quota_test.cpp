@@ -4,6 +4,7 @@
 // priority optimizer honour it; without a quota nothing changes.
 #include <gtest/gtest.h>
 
+#include "optim/kv_quota.h"
 #include "optim/sched_harness.h"
 
 namespace optimate::testing {
@@ -94,7 +95,9 @@ TEST_P(KvQuota, AnOverShareLongGenerationIsTheVictimWhenThePoolRunsDry) {
 
 // A footprint limit (what kv_quant sets while an important request runs): a less important
 // request waits once the running sequences' blocks and its own would pass it, however many
-// blocks are free; a more important one does not, and admissions earlier in the order count.
+// blocks are free; a more important one does not, admissions earlier in the order count, and
+// once one request is held none of its priority or below goes past it (smaller ones behind
+// would otherwise take every room it waits for).
 TEST_P(KvQuota, AFootprintLimitHoldsBackOnlyTheLessImportant) {
   SchedHarness h(small_pool(100), policies(), 1'000'000);
   optim::PolicyKnobs knobs;
@@ -102,17 +105,41 @@ TEST_P(KvQuota, AFootprintLimitHoldsBackOnlyTheLessImportant) {
   knobs.kv_quota.footprint_min_priority = EnginePriority{3};
   h.scheduler().set_policy_knobs(knobs);
   h.add("low-big", 60, 50, 1);    // 15 blocks
-  h.add("low-small", 24, 50, 1);  // 6 more: 21 (or 23 after the high one) > 20
-  h.add("low-tiny", 12, 50, 1);   // 3 more: 20 with the high one, whichever goes first
+  h.add("low-small", 24, 50, 1);  // 6 more: past 20 whichever goes first
+  h.add("mid-tiny", 12, 50, 2);   // 3 more: 20 with the high one
+  h.add("low-tiny", 4, 50, 1);    // 1 more would fit, but low-small waits ahead of it
   h.add("high", 8, 50, 3);        // 2 blocks, not limited
   h.step();
   EXPECT_TRUE(h.running("low-big"));
   EXPECT_TRUE(h.waiting("low-small"));
-  EXPECT_TRUE(h.running("low-tiny"));  // not blocked by the one held before it
+  EXPECT_TRUE(h.running("mid-tiny"));
+  EXPECT_TRUE(h.waiting("low-tiny"));
   EXPECT_TRUE(h.running("high"));
   h.scheduler().set_policy_knobs({});
   h.step();
   EXPECT_TRUE(h.running("low-small"));
+  EXPECT_TRUE(h.running("low-tiny"));
+}
+
+// The footprint counts the blocks in use once each, however many sequences share them (a
+// cached prefix, the siblings of n > 1).
+TEST(KvQuotaFootprint, SharedBlocksCountOnce) {
+  std::vector<optim::RequestView> running(2), waiting(1);
+  for (auto& r : running) r.num_blocks = 10;  // 8 of them shared
+  waiting[0].num_prompt_tokens = 16;          // 4 blocks of 4
+  optim::SchedulerView view;
+  view.running = running;
+  view.waiting = waiting;
+  view.kv.block_size = 4;
+  view.kv.num_blocks = 100;
+  view.kv.num_free_blocks = 88;
+  view.kv.used_blocks_by_code[0] = 12;
+  view.token_budget_left = 64;
+  view.knobs.kv_quota.footprint_blocks = 16;
+  view.knobs.kv_quota.footprint_min_priority = EnginePriority{1};
+  EXPECT_EQ(optim::apply_kv_quota(view, {0}), std::vector<int64_t>{0});  // 12 + 4: fits
+  view.knobs.kv_quota.footprint_blocks = 15;
+  EXPECT_TRUE(optim::apply_kv_quota(view, {0}).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, KvQuota, ::testing::Values(false, true),

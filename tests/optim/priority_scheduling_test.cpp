@@ -268,6 +268,26 @@ TEST(PriorityScheduling, AShortageOfBlocksTakesOneVictimThatCoversIt) {
   EXPECT_EQ(h.scheduler().kv().pool().num_free_blocks(), 24);
 }
 
+// Admitting a request takes the blocks for its whole prompt and the pool's watermark (1%
+// while others run), not only its first chunk's: no victim is taken whose blocks, with every
+// other candidate's, could not make that room.
+TEST(PriorityScheduling, NoVictimIsTakenWhoseBlocksCannotAdmitTheRequest) {
+  sched::SchedulerConfig c = config(8, 200);
+  c.max_num_batched_tokens = 64;  // a first chunk of 16 blocks would fit in what is free
+  c.max_model_len = 800;
+  SchedHarness h(c, build_optimizers({priority({{"min_run_ms", 0.0}, {"preempt_after_ms", 0.0}})}), kStepNs);
+  h.add("high-run", 400, 200, 3);  // 100 blocks
+  h.add("low", 80, 200, 0);        // 20 blocks
+  for (int i = 0; i < 12; ++i) h.step();
+  ASSERT_TRUE(h.running("high-run") && h.running("low"));
+  h.add("high-new", 436, 10, 3);  // 109 blocks and the watermark's 2: more than free and low's
+  const auto plan = h.step();
+  EXPECT_TRUE(plan.preempted.empty());
+  EXPECT_TRUE(h.running("low"));
+  EXPECT_TRUE(h.waiting("high-new"));
+  EXPECT_EQ(counter(queue_policy(h), "preemptions_for_kv_blocks"), 0);
+}
+
 TEST(PriorityScheduling, RecentlyAdmittedRequestsAreNotPreemptedAgain) {
   SchedHarness h(config(1), build_optimizers({priority({{"min_run_ms", 100.0}})}), kStepNs);
   h.add("low", 8, 50, 0);

@@ -78,7 +78,7 @@ TEST(SchedulingNumerics, GreedyTokensEqualTheBaselines) {
   }
   const Results baseline = run(tight, arrivals);
   FakeEngineOptions optimized = tight;
-  optimized.optimizers = {{"priority", {{"min_run_ms", 20.0}}}, {"predictive", {{"max_wait_ms", 20.0}}}};
+  optimized.optimizers = {{"priority", {{"min_run_ms", 20.0}, {"preempt_after_ms", 0.0}}}, {"predictive", {{"max_wait_ms", 20.0}}}};
   const Results with_optimizers = run(optimized, arrivals);
 
   EXPECT_GT(with_optimizers.at({"#priority-preemptions", 0}).tokens[0], 0);

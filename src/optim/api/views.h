@@ -55,6 +55,9 @@ struct KvView {
   std::optional<kv::KvPrecision> finest_precision;
   // Blocks in use per precision code (kv/kv_format.h: 0 full precision, 1 fp8, 2 int8, 3 int4).
   std::array<int64_t, 4> used_blocks_by_code{};
+  // Blocks a new request must leave free while others run (the scheduler's admission
+  // watermark): admitting one takes the blocks for its whole uncomputed prompt and these.
+  int64_t watermark_blocks = 0;
 };
 
 // How much of the KV pool each priority class may take. A controller sets it between steps;
