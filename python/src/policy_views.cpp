@@ -210,7 +210,10 @@ void bind_kv(nb::module_& m) {
       .def_rw("num_host_blocks", &K::num_host_blocks, "the host swap region's blocks (0: no swap space)")
       .def_rw("num_host_free_blocks", &K::num_host_free_blocks)
       .def_rw("host_link_bytes_per_s", &K::host_link_bytes_per_s, "0: unknown")
-      .def_rw("prefix_caching", &K::prefix_caching);
+      .def_rw("prefix_caching", &K::prefix_caching)
+      .def_rw("admits_whole_prompt", &K::admits_whole_prompt,
+              "admitting a request takes blocks for its whole uncomputed prompt (else its first chunk)")
+      .def_rw("watermark_blocks", &K::watermark_blocks, "blocks admission leaves free while others run");
   using Q = optim::KvQuota;
   nb::class_<Q>(m, "KvQuota", "How much of the KV pool each priority class may take (optim::KvQuota).")
       .def(nb::init<>())

@@ -166,12 +166,13 @@ std::optional<int64_t> PriorityQueuePolicy::preempt_for(const SchedulerView& vie
     if (refused) ++refused_min_run_;
     return std::nullopt;
   }
-  // The blocks admitting the request takes: its whole uncomputed prompt and the watermark the
-  // scheduler keeps free while others run (an upper bound: prefix-cache hits not counted).
+  // The blocks admitting the request takes (KvView: its whole uncomputed prompt or its first
+  // chunk, and the watermark); an upper bound: prefix-cache hits not counted.
   const int64_t bs = std::max<int64_t>(1, view.kv.block_size);
-  const int64_t need =
-      ceil_div(std::max<int64_t>(1, w.num_prompt_tokens + w.num_output_tokens - w.num_computed_tokens), bs) +
-      view.kv.watermark_blocks;
+  const int64_t tokens = view.kv.admits_whole_prompt
+                             ? w.num_prompt_tokens + w.num_output_tokens - w.num_computed_tokens
+                             : std::min(w.num_prompt_tokens + w.num_output_tokens, std::max<int64_t>(1, view.token_budget_left));
+  const int64_t need = ceil_div(std::max<int64_t>(1, tokens), bs) + view.kv.watermark_blocks;
   // Short of KV (blocked for blocks, or for a slot with too few blocks free as well), a victim's
   // blocks go to the request and the victim is computed again: wait preempt_after_ms first.
   if ((blocked_on == BlockedOn::kKvBlocks || need > view.kv.num_free_blocks) &&

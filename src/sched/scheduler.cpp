@@ -103,6 +103,7 @@ optim::SchedulerView Scheduler::make_view(const std::vector<Pending>& pending, i
              config_.kv_layout.base, kv_.pool().usage()};
   view.kv.prefix_caching = config_.enable_prefix_caching;
   view.kv.finest_precision = config_.kv_layout.finest;
+  view.kv.admits_whole_prompt = true;
   view.kv.watermark_blocks = watermark_blocks();
   for (const auto& [precision, blocks] : kv_.pool().live_blocks())
     view.kv.used_blocks_by_code[kv::precision_code(precision)] += blocks;

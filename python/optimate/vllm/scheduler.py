@@ -264,7 +264,7 @@ class OptimizersMixin:
             num_free_blocks=max(free_blocks, 0), max_num_seqs=self.max_num_running_reqs,
             max_num_batched_tokens=self.max_num_scheduled_tokens, token_budget_left=max(budget, 0),
             prefix_caching=self.cache_config.enable_prefix_caching, last_step_ns=stats.last_step_ns,
-            mean_step_ns=stats.mean_step_ns)
+            mean_step_ns=stats.mean_step_ns, admits_whole_prompt=bool(self.scheduler_reserve_full_isl))
 
     def _optimate_num_blocks(self) -> int:
         return self.kv_cache_manager.block_pool.num_gpu_blocks - 1  # one block is vLLM's null block

@@ -82,7 +82,7 @@ class ViewBuilder:
     def scheduler_view(self, waiting: Iterable[Request], running: Iterable[Request], *, num_blocks: int,
                        num_free_blocks: int, max_num_seqs: int, max_num_batched_tokens: int,
                        token_budget_left: int, prefix_caching: bool, last_step_ns: int,
-                       mean_step_ns: float) -> _core.SchedulerView:
+                       mean_step_ns: float, admits_whole_prompt: bool = False) -> _core.SchedulerView:
         view = self._view  # one view, refilled for each decision
         self._waiting_rows.fill_waiting(view, waiting if isinstance(waiting, list) else list(waiting), self.row)
         view.set_running([self.row(r) for r in running])
@@ -94,6 +94,7 @@ class ViewBuilder:
         kv.default_precision = _core.KvPrecision.BF16
         kv.used = 1.0 - num_free_blocks / num_blocks if num_blocks > 0 else 0.0
         kv.prefix_caching = prefix_caching
+        kv.admits_whole_prompt = admits_whole_prompt  # vLLM's watermark is out of num_free_blocks already
         view.kv = kv
         view.max_num_seqs = max_num_seqs
         view.max_num_batched_tokens = max_num_batched_tokens

@@ -55,8 +55,10 @@ struct KvView {
   std::optional<kv::KvPrecision> finest_precision;
   // Blocks in use per precision code (kv/kv_format.h: 0 full precision, 1 fp8, 2 int8, 3 int4).
   std::array<int64_t, 4> used_blocks_by_code{};
-  // Blocks a new request must leave free while others run (the scheduler's admission
-  // watermark): admitting one takes the blocks for its whole uncomputed prompt and these.
+  // What admitting a request takes: the blocks for its whole uncomputed prompt (true: the
+  // engine's scheduler, vLLM's with scheduler_reserve_full_isl) or for its first chunk, and
+  // watermark_blocks more left free while others run (the engine's admission watermark).
+  bool admits_whole_prompt = false;
   int64_t watermark_blocks = 0;
 };
 
