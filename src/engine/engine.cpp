@@ -269,6 +269,9 @@ void Engine::finish_output(RequestOutput& out) {
       out.stop_reason = {};
     }
   }
+  // The grammar's end token was also the last one max_tokens allowed: a whole output.
+  if (out.finished && out.finish_reason == FinishReason::kLength && advance == TokenMatchers::Advance::kTerminated)
+    out.finish_reason = FinishReason::kStop;
   if (!out.finished && advance != TokenMatchers::Advance::kOk) {
     // End the sequence rather than let it leave the grammar.
     const FinishReason reason = advance == TokenMatchers::Advance::kTerminated ? FinishReason::kStop : FinishReason::kAbort;

@@ -24,6 +24,7 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
   Seq& seq = it->second;
   const SamplingParams& p = *seq.params;
   bool stopped_by_string = false;
+  seq.num_tokens += static_cast<int64_t>(out.new_token_ids.size());
   if (seq.decoder) {
     const size_t search_from = seq.text.size();
     for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
@@ -35,7 +36,11 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
       seq.text += piece;
     }
     if (out.finished) seq.text += seq.decoder->finish();
-    if (!out.finished && !p.stop.empty()) {
+    // Stop strings count from past min_tokens (as vLLM), and also in the text of a last token
+    // that ended the sequence by length: the string wins, as in vLLM.
+    const bool was_finished = out.finished;
+    if ((!out.finished || out.finish_reason == sched::FinishReason::kLength) && !p.stop.empty() &&
+        seq.num_tokens > p.min_tokens) {
       // A match may start in text already held back from earlier tokens.
       const size_t from = search_from > seq.hold_back ? search_from - seq.hold_back : 0;
       size_t best = std::string::npos;
@@ -52,11 +57,17 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
         out.finished = true;
         out.finish_reason = sched::FinishReason::kStop;
         out.stop_reason = *match;
-        stopped_by_string = true;
+        stopped_by_string = !was_finished;  // the scheduler still runs it
       }
     }
     size_t visible = seq.text.size();
-    if (!out.finished) visible = seq.text.size() > seq.hold_back ? seq.text.size() - seq.hold_back : 0;
+    if (!out.finished) {
+      visible = seq.text.size() > seq.hold_back ? seq.text.size() - seq.hold_back : 0;
+      // Held back by bytes: never cut a UTF-8 character in two.
+      while (visible > seq.emitted && visible < seq.text.size() &&
+             (static_cast<unsigned char>(seq.text[visible]) & 0xC0) == 0x80)
+        --visible;
+    }
     visible = std::max(visible, seq.emitted);
     out.text = seq.text.substr(seq.emitted, visible - seq.emitted);
     seq.emitted = visible;

@@ -1,7 +1,8 @@
 // Turns the scheduler's token deltas into what a client sees: decoded text deltas and stop
 // strings found across token boundaries (vLLM's rules: the matched stop string is cut from the
-// text unless include_stop_str_in_output, and while a sequence runs the last len(stop) - 1
-// characters are held back so a stop string is never streamed and then retracted).
+// text unless include_stop_str_in_output; strings count once more than min_tokens tokens are
+// out; while a sequence runs the last len(stop) - 1 bytes are held back, never part of a UTF-8
+// character, so a stop string is never streamed and then retracted).
 #pragma once
 
 #include <cstdint>
@@ -22,8 +23,10 @@ class OutputProcessor {
 
   void add(const std::string& request_id, int64_t index, std::span<const int32_t> prompt_ids,
            std::shared_ptr<const SamplingParams> params);
-  // Fills out.text; returns true when a stop string ended the sequence (out is then marked
-  // finished with the stop string as stop_reason; the caller frees the sequence).
+  // Fills out.text; returns true when a stop string ended a sequence the scheduler still runs
+  // (out is then marked finished with the stop string as stop_reason; the caller frees the
+  // sequence). A string completed by a last token that ended it by length turns its
+  // finish_reason to stop and returns false.
   bool process(sched::RequestOutput& out);
   void remove(const std::string& request_id, int64_t index);
   bool empty() const { return seqs_.empty(); }
@@ -33,8 +36,9 @@ class OutputProcessor {
     std::shared_ptr<const SamplingParams> params;
     std::unique_ptr<IncrementalDecoder> decoder;
     std::string text;     // everything decoded so far (after any stop-string cut)
-    size_t emitted = 0;   // characters of text already returned
-    size_t hold_back = 0; // longest stop string - 1
+    size_t emitted = 0;   // bytes of text already returned
+    size_t hold_back = 0; // longest stop string - 1, in bytes
+    int64_t num_tokens = 0;  // output tokens so far
   };
 
   std::shared_ptr<const TextCodec> codec_;

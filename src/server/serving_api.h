@@ -68,7 +68,8 @@ class ServingApi {
   void restore_optimizers(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
 
   void check_model(const std::string& requested) const;
-  // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs.
+  // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs; 400 when
+  // they are more than it allows at all.
   void check_queue(int64_t num_new = 1) const;
   // The token ids of each prompt of a completion request (none empty), truncated as asked.
   std::vector<std::vector<int32_t>> completion_prompts(const CompletionRequest& request) const;

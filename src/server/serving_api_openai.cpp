@@ -27,6 +27,13 @@ void ServingApi::check_model(const std::string& requested) const {
 }
 
 void ServingApi::check_queue(int64_t num_new) const {
+  // More prompts than the queue ever holds: waiting would not help (0 refuses every request,
+  // a server that only says it is overloaded).
+  if (options_.max_num_queued_reqs > 0 && num_new > options_.max_num_queued_reqs)
+    throw ApiError(400, fmt::format("The request has {} prompts, more than the {} the server queues at once "
+                                    "(--max-num-queued-reqs): send them in smaller lists",
+                                    num_new, options_.max_num_queued_reqs),
+                   "prompt");
   if (options_.max_num_queued_reqs >= 0 &&
       backend_.num_waiting() + num_new > options_.max_num_queued_reqs) {
     metrics_.record_rejected("queue_full");

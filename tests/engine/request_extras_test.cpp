@@ -144,17 +144,21 @@ TEST(GrammarThroughEngine, DrawsOnlyWhatTheGrammarAllowsThenEnds) {
   }
 }
 
+// Also when its end token is the last max_tokens allows: the output is whole, a stop (a client
+// reading "length" would take a complete structured output for a cut one).
 TEST(GrammarThroughEngine, EndsWhenTheGrammarEndsEvenIgnoringEos) {
-  Engine engine = make_fake_engine();
-  SamplingParams p;
-  p.max_tokens = 20;
-  p.ignore_eos = true;
-  p.constraint = std::make_shared<ScriptConstraint>(std::vector<int32_t>{12});
-  engine.add_request("g", {5}, p);
-  Results results = run_to_completion(engine);
-  const auto& g = results[std::make_pair(std::string("g"), int64_t{0})];
-  EXPECT_EQ(g.tokens, (std::vector<int32_t>{12, FakeModelRunner::kEos}));
-  EXPECT_EQ(g.reason, FinishReason::kStop);
+  for (const int64_t max_tokens : {20, 2}) {
+    Engine engine = make_fake_engine();
+    SamplingParams p;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    p.constraint = std::make_shared<ScriptConstraint>(std::vector<int32_t>{12});
+    engine.add_request("g", {5}, p);
+    Results results = run_to_completion(engine);
+    const auto& g = results[std::make_pair(std::string("g"), int64_t{0})];
+    EXPECT_EQ(g.tokens, (std::vector<int32_t>{12, FakeModelRunner::kEos})) << max_tokens;
+    EXPECT_EQ(g.reason, FinishReason::kStop) << max_tokens;
+  }
 }
 
 // A grammar that leads where nothing may follow leaves the sampler an empty mask: whatever it

@@ -207,6 +207,17 @@ TEST(HttpApi, FullQueueGets503WithRetryAfter) {
   EXPECT_EQ(first.read_reply().status, 200);
 }
 
+// A list of more prompts than the queue ever holds is a 400: a 503 would have a client that
+// honours Retry-After retry it forever. As many as it holds go in.
+TEST(HttpApi, MorePromptsThanTheQueueHoldsIs400) {
+  Harness h({}, /*max_queued=*/2);
+  TestClient c(h.port());
+  auto r = c.post("/v1/completions", {{"prompt", {"a", "b", "c"}}, {"max_tokens", 2}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("3 prompts"), std::string::npos) << r.body;
+  EXPECT_EQ(c.post("/v1/completions", {{"prompt", {"a", "b"}}, {"max_tokens", 2}}).status, 200);
+}
+
 TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
   Harness h;
   h.backend.hold(true);  // stays queued: only the socket can tell us the client left
