@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -123,11 +124,22 @@ GrammarSpec decode_spec(const std::string& body) {
   return s;
 }
 
-bool write_all(int fd, const std::string& bytes) {
+// Writes all of `bytes`; with a deadline, false once it passes (a child that stopped reading).
+bool write_all(int fd, const std::string& bytes,
+               std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
+    if (deadline) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 1 << 30)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return false;
+      if (ready == 0) continue;  // the loop's check decides
+    }
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
   }
@@ -219,8 +231,8 @@ std::unique_ptr<GrammarWorkers::Child> GrammarWorkers::start_child() {
   }
   // Ready once it has read the vocabulary: the compile deadline starts after.
   std::string ready;
-  if (!write_all(child->fd, encode(vocabulary_)) ||
-      read_frame(child->fd, ready, after(kStartupSeconds), true) != ReadResult::kOk)
+  const auto startup = after(kStartupSeconds);
+  if (!write_all(child->fd, encode(vocabulary_), startup) || read_frame(child->fd, ready, startup, true) != ReadResult::kOk)
     fail(ErrorCode::kResourceExhausted, "grammar worker: {} did not start", command_[0]);
   return child;
 }
@@ -268,8 +280,8 @@ void GrammarWorkers::compile_in_child(const GrammarSpec& spec) {
     }
     if (!child) child = start_child();
     const auto deadline = after(deadline_s_);
-    const ReadResult result = write_all(child->fd, job) ? read_frame(child->fd, reply, deadline, true)
-                                                        : ReadResult::kClosed;
+    const ReadResult result = write_all(child->fd, job, deadline) ? read_frame(child->fd, reply, deadline, true)
+                                                                  : ReadResult::kClosed;
     if (result == ReadResult::kTimedOut)  // the child is killed as it goes
       fail(ErrorCode::kInvalidArgument, "{}: the {} took longer than {} s to compile; a simpler one compiles faster",
            spec.field, grammar_kind_name(spec.kind), deadline_s_);
