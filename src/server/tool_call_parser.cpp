@@ -58,8 +58,11 @@ void ToolCallStream::emit_call(const Json& object, ToolDelta& out) {
       args = &*it;
       break;
     }
+  // Arguments a model wrote as a string of JSON pass as they are; any other string is itself
+  // the value (as vLLM's json.dumps gives it), so that the client always gets JSON text.
+  const bool json_text = args && args->is_string() && Json::accept(args->get<std::string>());
   ToolCall call{new_tool_call_id(), object["name"].get<std::string>(),
-                !args ? "{}" : args->is_string() ? args->get<std::string>() : python_json(*args)};
+                !args ? "{}" : json_text ? args->get<std::string>() : python_json(*args)};
   out.tool_calls.push_back({{"index", calls_.size()},
                             {"id", call.id},
                             {"type", "function"},

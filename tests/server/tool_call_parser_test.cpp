@@ -72,6 +72,16 @@ TEST(HermesToolCalls, UnclosedLastBlockCountsBadJsonIsContent) {
                          "x<tool_call>{not json}</tool_call>", {});
 }
 
+// A client parses the arguments as JSON: arguments written as a string of JSON pass as they
+// are, any other string becomes a JSON string (vLLM's json.dumps), never bare text.
+TEST(HermesToolCalls, ArgumentsAreAlwaysJsonText) {
+  expect_same_everywhere(tools(), ToolParser::kHermes,
+                         R"(<tool_call>{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}</tool_call>)", "",
+                         {{"get_weather", R"({"city": "Paris"})"}});
+  expect_same_everywhere(tools(), ToolParser::kHermes, R"(<tool_call>{"name": "now", "arguments": "notobj"}</tool_call>)",
+                         "", {{"now", R"("notobj")"}});
+}
+
 TEST(Llama3JsonToolCalls, JsonOutputIsCallsTextIsContent) {
   expect_same_everywhere(tools(), ToolParser::kLlama3Json,
                          R"({"name": "get_weather", "parameters": {"city": "Lyon"}}; {"name": "now", "parameters": {}})",
