@@ -146,6 +146,7 @@ EngineBackend::EngineBackend(Engine engine, EngineBackendOptions options,
   const EngineLimits limits = engine.limits();
   info_.max_model_len = limits.max_model_len;
   info_.vocab_size = engine.runner().config().vocab_size;
+  info_.eos_token_ids = engine.runner().config().eos_token_ids;
   info_.created = unix_seconds();
   info_.model_path = engine.config().model;
   info_.tokenizer_path = engine.config().tokenizer.empty() ? engine.config().model : engine.config().tokenizer;

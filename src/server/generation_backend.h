@@ -26,6 +26,7 @@ struct ModelInfo {
   std::string id;  // the served model name
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;
+  std::vector<int64_t> eos_token_ids;  // what ends a sequence unless ignore_eos
   int64_t created = 0;  // unix seconds the model was loaded
   // What routers read to register a replica (/server_info, /model_info).
   std::string model_path;      // --model as given

@@ -26,6 +26,30 @@ TEST(EngineApi, DuplicateIdAndBadParamsAreErrors) {
   EXPECT_NO_THROW(engine.add_request("a", std::vector<int32_t>{3}, greedy(1)));
 }
 
+// allowed_token_ids of only tokens that end the sequence, with min_tokens: nothing could be
+// drawn for the first tokens (before, a token outside the allowed set was). One other allowed
+// token makes it a fine request.
+TEST(EngineApi, AllowedTokensThatOnlyEndTheSequenceWithMinTokensAreAnError) {
+  Engine engine = make_fake_engine();
+  SamplingParams p = greedy(4);
+  p.ignore_eos = false;
+  p.min_tokens = 2;
+  p.stop_token_ids = {9};
+  p.allowed_token_ids = {FakeModelRunner::kEos, 9};
+  try {
+    engine.add_request("a", std::vector<int32_t>{3, 4}, p);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("min_tokens"), std::string::npos) << e.what();
+  }
+  p.allowed_token_ids.push_back(11);
+  engine.add_request("b", std::vector<int32_t>{3, 4}, p);
+  const SeqResult r = run_to_completion(engine).at({"b", 0});
+  EXPECT_EQ(r.tokens[0], 11);
+  EXPECT_EQ(r.tokens[1], 11);
+}
+
 TEST(EngineApi, MaxTokensUsageAndText) {
   Engine engine = make_fake_engine();
   engine.add_request("t", std::string("hello"), greedy(6));

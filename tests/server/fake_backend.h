@@ -22,6 +22,7 @@ class FakeBackend final : public GenerationBackend {
     info_.id = "fake-model";
     info_.max_model_len = 64;
     info_.vocab_size = 256;
+    info_.eos_token_ids = {0};
     info_.model_path = "/models/fake";
     info_.tokenizer_path = "/models/fake";
     info_.model_type = "llama";

@@ -218,6 +218,19 @@ TEST(HttpApi, MorePromptsThanTheQueueHoldsIs400) {
   EXPECT_EQ(c.post("/v1/completions", {{"prompt", {"a", "b"}}, {"max_tokens", 2}}).status, 200);
 }
 
+// allowed_token_ids of only tokens that end the sequence with min_tokens: nothing could be
+// drawn, so a 400 naming the field (the engine would have ended it as aborted).
+TEST(HttpApi, AllowedTokensThatOnlyEndTheSequenceWithMinTokensIs400) {
+  Harness h;
+  TestClient c(h.port());
+  auto r = c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}, {"min_tokens", 2},
+                                      {"stop_token_ids", {7}}, {"allowed_token_ids", {0, 7}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("allowed_token_ids"), std::string::npos) << r.body;
+  EXPECT_EQ(c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 4}, {"min_tokens", 2},
+                                       {"allowed_token_ids", {0, 5}}}).status, 200);
+}
+
 TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
   Harness h;
   h.backend.hold(true);  // stays queued: only the socket can tell us the client left
