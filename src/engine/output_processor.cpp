@@ -9,7 +9,9 @@ void OutputProcessor::add(const std::string& request_id, int64_t index,
                           std::shared_ptr<const SamplingParams> params) {
   Seq seq;
   if (codec_) seq.decoder = codec_->make_decoder(prompt_ids, params->skip_special_tokens);
-  for (const auto& s : params->stop) seq.hold_back = std::max(seq.hold_back, s.size() - 1);
+  for (const auto& s : params->stop) seq.look_back = std::max(seq.look_back, s.size() - 1);
+  // A stop string kept in the output is never retracted: nothing to hold back (as vLLM).
+  if (!params->include_stop_str_in_output) seq.hold_back = seq.look_back;
   seq.params = std::move(params);
   seqs_[{request_id, index}] = std::move(seq);
 }
@@ -42,7 +44,7 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
     if ((!out.finished || out.finish_reason == sched::FinishReason::kLength) && !p.stop.empty() &&
         seq.num_tokens > p.min_tokens) {
       // A match may start in text already held back from earlier tokens.
-      const size_t from = search_from > seq.hold_back ? search_from - seq.hold_back : 0;
+      const size_t from = search_from > seq.look_back ? search_from - seq.look_back : 0;
       size_t best = std::string::npos;
       const std::string* match = nullptr;
       for (const auto& s : p.stop) {

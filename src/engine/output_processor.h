@@ -37,7 +37,8 @@ class OutputProcessor {
     std::unique_ptr<IncrementalDecoder> decoder;
     std::string text;     // everything decoded so far (after any stop-string cut)
     size_t emitted = 0;   // bytes of text already returned
-    size_t hold_back = 0; // longest stop string - 1, in bytes
+    size_t look_back = 0; // longest stop string - 1, in bytes: where a match may start
+    size_t hold_back = 0; // the same unless the stop string stays in the output (then 0)
     int64_t num_tokens = 0;  // output tokens so far
   };
 

@@ -34,8 +34,10 @@ int64_t as_int(const Json& v, const std::string& name) {
   if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
     double d = v.get<double>();
-    // 2^63 is the first double past int64's range.
-    if (!std::isfinite(d) || std::trunc(d) != d || d < -9.2233720368547758e18 || d >= 9.2233720368547758e18)
+    // 2^63 is the first double past int64's range; -2^63 is where an integer below int64's
+    // range rounds to as a double, so it is refused too (int64's least value as written is an
+    // integer, not a double).
+    if (!std::isfinite(d) || std::trunc(d) != d || d <= -9.2233720368547758e18 || d >= 9.2233720368547758e18)
       bad_request(name, "{} must be an integer, got {}", name, v.dump());
     return static_cast<int64_t>(d);
   }

@@ -48,7 +48,11 @@ void ServingApi::check_queue(int64_t num_new) const {
 
 std::vector<int32_t> ServingApi::truncate_prompt(const GenerationRequest& r, std::vector<int32_t> ids) const {
   if (!r.truncate_prompt_tokens) return ids;
-  const int64_t keep = *r.truncate_prompt_tokens == -1 ? backend_.model().max_model_len : *r.truncate_prompt_tokens;
+  const int64_t max_model_len = backend_.model().max_model_len;
+  if (*r.truncate_prompt_tokens > max_model_len)  // as vLLM: it would keep more than fits
+    bad_request("truncate_prompt_tokens", "truncate_prompt_tokens ({}) is greater than max_model_len ({}): select a "
+                "smaller truncation size", *r.truncate_prompt_tokens, max_model_len);
+  const int64_t keep = *r.truncate_prompt_tokens == -1 ? max_model_len : *r.truncate_prompt_tokens;
   if (static_cast<int64_t>(ids.size()) <= keep) return ids;
   if (r.truncate_left) ids.erase(ids.begin(), ids.end() - keep);
   else ids.resize(static_cast<size_t>(keep));

@@ -93,6 +93,15 @@ TEST(OutputProcessor, AStopStringCompletedByTheLastAllowedTokenStillStops) {
   EXPECT_EQ(running.text, "It ");
 }
 
+// A stop string kept in the output is never retracted, so nothing is held back for it.
+TEST(OutputProcessor, AKeptStopStringHoldsNothingBack) {
+  SamplingParams params;
+  params.stop = {"zzz"};
+  params.include_stop_str_in_output = true;
+  const Streamed s = stream(params, {1, 4, 7, 8}, false);
+  EXPECT_EQ(s.deltas, (std::vector<std::string>{"It", " ", "e", "r"}));
+}
+
 TEST(OutputProcessor, StopStringsCountOnlyPastMinTokens) {
   SamplingParams params;
   params.stop = {"s"};

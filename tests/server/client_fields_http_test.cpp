@@ -159,6 +159,10 @@ TEST(ClientFieldsHttp, TruncatePromptTokensKeepsTheEnd) {
   auto r = c.post("/v1/completions", {{"prompt", "abcdef"}, {"max_tokens", 1}, {"truncate_prompt_tokens", 2}});
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(h.backend.submitted_prompts().back(), (std::vector<int32_t>{'e', 'f'}));
+  // More than the context holds is refused, as vLLM refuses it (the fake model's is 64).
+  r = c.post("/v1/completions", {{"prompt", "abcdef"}, {"max_tokens", 1}, {"truncate_prompt_tokens", 65}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.json()["error"]["param"], "truncate_prompt_tokens") << r.body;
 }
 
 }  // namespace

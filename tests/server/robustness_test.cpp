@@ -134,10 +134,14 @@ TEST(Robustness, IntegersPastInt64AreRefusedNotWrapped) {
   Harness h;
   TestClient c(h.port());
   for (const char* field : {"priority", "truncate_prompt_tokens", "seed", "max_tokens", "n"}) {
-    const auto r = c.request(http::verb::post, "/v1/completions",
-                             std::string(R"({"prompt": "hi", ")") + field + R"(": 18446744073709551615})");
-    EXPECT_EQ(r.status, 400) << field << ": " << r.body;
-    EXPECT_EQ(r.json()["error"]["param"], field) << r.body;
+    // Past the top, and just below the bottom (a JSON parser reads that as a double that rounds
+    // to int64's least value).
+    for (const char* value : {"18446744073709551615", "-9223372036854775809"}) {
+      const auto r = c.request(http::verb::post, "/v1/completions",
+                               std::string(R"({"prompt": "hi", ")") + field + R"(": )" + value + "}");
+      EXPECT_EQ(r.status, 400) << field << " " << value << ": " << r.body;
+      EXPECT_EQ(r.json()["error"]["param"], field) << r.body;
+    }
   }
   EXPECT_TRUE(h.backend.submitted_prompts().empty());
 }
