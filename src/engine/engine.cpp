@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include <algorithm>
-
 #include "core/error.h"
 #include "core/logging.h"
 #include "engine/kv_cache_report.h"
@@ -119,15 +117,9 @@ void Engine::add_request(const std::string& request_id, std::vector<int32_t> pro
     fail(ErrorCode::kInvalidArgument, "logprobs must be at most the vocabulary size {}", vocab);
   if (params.prompt_logprobs && *params.prompt_logprobs > vocab)
     fail(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most the vocabulary size {}", vocab);
-  if (params.min_tokens > 0 && !params.allowed_token_ids.empty()) {
-    // Every allowed token ends the sequence, which min_tokens forbids: nothing could be drawn.
-    const std::vector<int32_t> ending = sampling::suppressed_ids(params, 0, runner_->config().eos_token_ids);
-    if (std::all_of(params.allowed_token_ids.begin(), params.allowed_token_ids.end(), [&](int32_t id) {
-          return std::find(ending.begin(), ending.end(), id) != ending.end();
-        }))
-      fail(ErrorCode::kInvalidArgument, "allowed_token_ids holds only tokens that end the sequence, which "
-           "min_tokens ({}) forbids before its first tokens: allow other tokens or drop min_tokens", params.min_tokens);
-  }
+  if (sampling::allows_only_suppressed(params, runner_->config().eos_token_ids))
+    fail(ErrorCode::kInvalidArgument, "allowed_token_ids holds only tokens that end the sequence, which "
+         "min_tokens ({}) forbids before its first tokens: allow other tokens or drop min_tokens", params.min_tokens);
   auto shared = std::make_shared<const SamplingParams>(params);
   const uint64_t seed = params.seed ? *params.seed : mix_seed(next_seed_++);
   const int64_t num_prompt_tokens = static_cast<int64_t>(prompt_ids.size());

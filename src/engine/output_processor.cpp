@@ -26,7 +26,6 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
   Seq& seq = it->second;
   const SamplingParams& p = *seq.params;
   bool stopped_by_string = false;
-  seq.num_tokens += static_cast<int64_t>(out.new_token_ids.size());
   if (seq.decoder) {
     const size_t search_from = seq.text.size();
     for (size_t i = 0; i < out.new_token_ids.size(); ++i) {
@@ -42,7 +41,7 @@ bool OutputProcessor::process(sched::RequestOutput& out) {
     // that ended the sequence by length: the string wins, as in vLLM.
     const bool was_finished = out.finished;
     if ((!out.finished || out.finish_reason == sched::FinishReason::kLength) && !p.stop.empty() &&
-        seq.num_tokens > p.min_tokens) {
+        out.usage.completion_tokens > p.min_tokens) {
       // A match may start in text already held back from earlier tokens.
       const size_t from = search_from > seq.look_back ? search_from - seq.look_back : 0;
       size_t best = std::string::npos;

@@ -39,7 +39,6 @@ class OutputProcessor {
     size_t emitted = 0;   // bytes of text already returned
     size_t look_back = 0; // longest stop string - 1, in bytes: where a match may start
     size_t hold_back = 0; // the same unless the stop string stays in the output (then 0)
-    int64_t num_tokens = 0;  // output tokens so far
   };
 
   std::shared_ptr<const TextCodec> codec_;

@@ -82,11 +82,12 @@ class KvQuantPolicy final : public KvPolicy {
   std::string_view name() const override { return "kv_quant"; }
   kv::KvPrecision precision_for(const SchedulerView& view, const RequestView& request) override;
   std::vector<RequantizeOrder> requantize(const SchedulerView& view) override;
-  // With protect_priority, while a request of the important class runs or waits: a less
-  // important request is admitted only while the running sequences' blocks, each counted as
-  // one whatever its precision, stay within what the cache holds at full precision. The batch
-  // then is never bigger than without the optimizer, so neither are the important requests'
-  // steps; the room quantizing frees goes to them and to the running sequences' growth.
+  // With protect_priority, while a request of the important class runs or waits (and the
+  // policy is on or quantized blocks are in use): a less important request is admitted only
+  // while the blocks in use, each counted once whatever its precision, and its own stay within
+  // what the cache holds at full precision. The batch then is never bigger than without the
+  // optimizer, so neither are the important requests' steps; the room quantizing frees goes to
+  // them and to the running sequences' growth.
   std::optional<Footprint> admission_footprint(const SchedulerView& view) override;
   // active (0/1), activations, requantize_orders (blocks asked for), held_for_priority (steps
   // it requantized nothing because only less important requests would gain), quality_estimate

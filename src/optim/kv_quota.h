@@ -20,7 +20,7 @@ enum class QuotaHold {
   kNone,
   kReserve,    // it would eat into the blocks reserved for more important requests
   kLongShare,  // its class's long generations already hold their share of the pool
-  kFootprint,  // the running sequences would hold more blocks than footprint_blocks
+  kFootprint,  // the blocks in use would pass footprint_blocks (or one ahead of it was held so)
 };
 
 bool is_long_generation(const KvQuota& quota, const RequestView& r);

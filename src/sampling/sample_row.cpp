@@ -1,5 +1,7 @@
 #include "sampling/sample_row.h"
 
+#include <algorithm>
+
 namespace optimate::sampling {
 
 bool has_penalties(const SamplingParams& p) {
@@ -21,6 +23,14 @@ std::vector<int32_t> suppressed_ids(const SamplingParams& p, int64_t num_output_
     for (int64_t id : eos_token_ids) out.push_back(static_cast<int32_t>(id));
   for (int64_t id : p.stop_token_ids) out.push_back(static_cast<int32_t>(id));
   return out;
+}
+
+bool allows_only_suppressed(const SamplingParams& p, std::span<const int64_t> eos_token_ids) {
+  if (p.min_tokens <= 0 || p.allowed_token_ids.empty()) return false;
+  const std::vector<int32_t> ending = suppressed_ids(p, 0, eos_token_ids);
+  return std::all_of(p.allowed_token_ids.begin(), p.allowed_token_ids.end(), [&](int32_t id) {
+    return std::find(ending.begin(), ending.end(), id) != ending.end();
+  });
 }
 
 namespace {

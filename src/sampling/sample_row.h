@@ -31,6 +31,9 @@ bool needs_token_history(const SamplingParams& params);
 // tokens (EOS unless ignored, and its stop ids) are suppressed.
 std::vector<int32_t> suppressed_ids(const SamplingParams& params, int64_t num_output_tokens,
                                     std::span<const int64_t> eos_token_ids);
+// Whether allowed_token_ids holds only ending tokens while min_tokens suppresses them: nothing
+// could be drawn for the first tokens (a request to refuse).
+bool allows_only_suppressed(const SamplingParams& params, std::span<const int64_t> eos_token_ids);
 
 // Rows a device sampler cannot draw: penalties, logprobs, biases, allowed or banned ids and
 // grammars need the whole row on the host, and so do suppressed ids.

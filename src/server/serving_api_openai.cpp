@@ -1,5 +1,4 @@
 // POST /v1/completions and POST /v1/chat/completions.
-#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -113,16 +112,10 @@ void ServingApi::prepare_params(GenerationRequest& r) const {
   }
   // best_of ranks sequences by their cumulative logprob, which needs each token's logprob.
   if (r.best_of && *r.best_of > r.params.n && !r.params.logprobs) r.params.logprobs = 0;
-  const SamplingParams& p = r.params;
-  if (p.min_tokens > 0 && !p.allowed_token_ids.empty()) {
-    // Every allowed token ends the sequence, which min_tokens forbids: nothing could be drawn.
-    const std::vector<int32_t> ending = sampling::suppressed_ids(p, 0, backend_.model().eos_token_ids);
-    if (std::all_of(p.allowed_token_ids.begin(), p.allowed_token_ids.end(), [&](int32_t id) {
-          return std::find(ending.begin(), ending.end(), id) != ending.end();
-        }))
-      bad_request("allowed_token_ids", "allowed_token_ids holds only tokens that end the sequence, which min_tokens "
-                  "({}) forbids before its first tokens: allow other tokens or drop min_tokens", p.min_tokens);
-  }
+  // The engine would refuse it after submission, ending it as aborted: a 400 here names the field.
+  if (sampling::allows_only_suppressed(r.params, backend_.model().eos_token_ids))
+    bad_request("allowed_token_ids", "allowed_token_ids holds only tokens that end the sequence, which min_tokens "
+                "({}) forbids before its first tokens: allow other tokens or drop min_tokens", r.params.min_tokens);
 }
 
 void ServingApi::with_grammar(std::shared_ptr<GenerationRequest> r, const std::shared_ptr<HttpExchange>& exchange,

@@ -54,6 +54,7 @@ Streamed stream(const SamplingParams& params, const std::vector<int32_t>& tokens
     sched::RequestOutput out;
     out.request_id = "r";
     out.new_token_ids = {tokens[i]};
+    out.usage.completion_tokens = static_cast<int64_t>(i) + 1;  // the scheduler's count
     if (length_at_end && i + 1 == tokens.size()) {
       out.finished = true;
       out.finish_reason = sched::FinishReason::kLength;

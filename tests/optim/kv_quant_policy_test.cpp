@@ -119,6 +119,14 @@ TEST(KvQuantPolicy, WhileImportantRequestsRunOrWaitTheOthersAdmissionIsLimitedTo
   }
   // None in sight, or protection off, or a cache of one precision: no limit.
   EXPECT_FALSE(policy.admission_footprint(view({low}, {request(5, 0, 0, 0)})).has_value());
+  // Nor while the policy is off and no block is quantized: the batch is full precision's already.
+  KvQuantOptions idle_options = options();
+  idle_options.activation_threshold = 0.9;
+  KvQuantPolicy idle(idle_options);
+  SchedulerView quiet = view({low, high});
+  EXPECT_FALSE(idle.admission_footprint(quiet).has_value());
+  quiet.kv.used_blocks_by_code[2] = 3;  // int8 blocks left from an earlier peak
+  EXPECT_TRUE(idle.admission_footprint(quiet).has_value());
   SchedulerView uniform = view({low, high});
   uniform.kv.finest_precision.reset();
   EXPECT_FALSE(policy.admission_footprint(uniform).has_value());

@@ -115,9 +115,9 @@ class KvPolicy : public Policy {
  public:
   virtual kv::KvPrecision precision_for(const SchedulerView& view, const RequestView& request) = 0;
   virtual std::vector<RequantizeOrder> requantize(const SchedulerView& view) { return {}; }
-  // A limit on the running sequences' blocks for admitting less important requests, which the
-  // scheduler adds to the KV quota its queue policy reads (KvQuota::footprint_blocks); nullopt:
-  // none. Its own decision each step, whatever a controller's quota says.
+  // A limit on the blocks in use for admitting less important requests, which the scheduler
+  // joins to the KV quota its queue policy reads (KvQuota::footprint_blocks, the tighter of it
+  // and a controller's); nullopt: none.
   struct Footprint {
     int64_t max_blocks = 0;
     EnginePriority min_priority;  // requests at or above it are not limited

@@ -75,10 +75,11 @@ struct KvQuota {
   // runs dry, a long generation of such a class is the victim first.
   double long_max_share = 1.0;
   int64_t long_min_tokens = 0;
-  // The most blocks the running sequences may hold, each counted as one block whatever its
-  // precision, once a request below footprint_min_priority is admitted (0: no limit). A KV
-  // policy that frees room by quantizing sets it (KvPolicy::admission_footprint), so that the
-  // room serves the important class rather than a bigger batch of the others.
+  // The most blocks in use (each counted once, whatever its precision) once a request below
+  // footprint_min_priority is admitted with all its tokens (0: no limit); a held request is not
+  // overtaken by one of its priority or below. A KV policy that frees room by quantizing sets
+  // it (KvPolicy::admission_footprint), so that the room serves the important class rather than
+  // a bigger batch of the others.
   int64_t footprint_blocks = 0;
   EnginePriority footprint_min_priority;
 
