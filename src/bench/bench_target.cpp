@@ -74,9 +74,14 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
   if (config.max_model_len > profile.model.max_position_embeddings)
     profile.model.max_position_embeddings = config.max_model_len;
   // kv_quant, when configured, lays the cache out for its quantized blocks, as
-  // create_engine_parts does on the backends.
+  // create_engine_parts does on the backends; a static quantized cache holds the same memory in
+  // blocks of its precision. FP8 weights halve the projections' bytes.
   const auto [finest, int4_keys] = optim::kv_layout_request(config.optimizers);
-  const kv::KvLayout layout = SimModelRunner::plan_layout(profile, finest, int4_keys);
+  const kv::KvPrecision dtype = kv::kv_precision_for(config.kv_cache_dtype, kv::KvPrecision::kBF16);
+  const std::optional<kv::KvPrecision> quantized =
+      kv::is_full_precision(dtype) ? std::nullopt : std::optional<kv::KvPrecision>(dtype);
+  profile.fp8_weights = config.quantization == WeightQuantization::kFp8;
+  const kv::KvLayout layout = SimModelRunner::plan_layout(profile, finest, int4_keys, quantized);
   config.block_size = profile.block_size;
   config.num_kv_blocks = SimModelRunner::num_slots(profile, layout);
   if (config.max_model_len == 0) config.max_model_len = profile.model.max_position_embeddings;
@@ -85,7 +90,8 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
                                       ? plan_host_tier(config, profile.model.num_layers, layout)
                                       : kv::HostTierSlots{};
   auto observed = std::make_unique<ObservedRunner>(
-      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host, finest, int4_keys), b.clock);
+      std::make_unique<SimModelRunner>(profile, b.fake_clock, logits_vocab_size, host, finest, int4_keys, quantized),
+      b.clock);
   b.observer = observed.get();
   EngineParts parts;
   parts.runner = std::move(observed);

@@ -23,14 +23,17 @@ CostModel::CostModel(CostProfile profile) : profile_(std::move(profile)) {
   const double kv = double(m.num_kv_heads * m.head_dim);
   lm_head_params_ = double(m.hidden_size) * double(m.vocab_size);
   matmul_params_ = matmul_params(m);
-  weight_bytes_ = matmul_params_ * profile_.weight_bits / 8.0;
+  const double projection_bits = profile_.fp8_weights ? 8.0 : profile_.weight_bits;
+  weight_bytes_ = (matmul_params_ - lm_head_params_) * projection_bits / 8.0 + lm_head_params_ * profile_.weight_bits / 8.0;
+  projection_flops_per_s_ = profile_.fp8_weights && profile_.peak_fp8_flops > 0.0 ? profile_.peak_fp8_flops
+                                                                                  : profile_.peak_flops;
   kv_bytes_per_token_ = 2.0 * double(m.num_layers) * kv * profile_.kv_bytes_per_element;
 }
 
 double CostModel::ridge_tokens() const {
   const CostProfile& p = profile_;
   const double read_s = weight_bytes_ / (p.memory_bandwidth_bytes_per_s * p.gemm_bandwidth_efficiency);
-  const double per_token_s = 2.0 * (matmul_params_ - lm_head_params_) / (p.peak_flops * p.gemm_compute_efficiency);
+  const double per_token_s = 2.0 * (matmul_params_ - lm_head_params_) / (projection_flops_per_s_ * p.gemm_compute_efficiency);
   return read_s / per_token_s;
 }
 
@@ -53,11 +56,14 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   }
   c.weight_bytes = weight_bytes_;
   // Only the row a token is sampled from goes through the LM head: one per sequence.
-  c.gemm_flops = 2.0 * (matmul_params_ - lm_head_params_) * tokens + 2.0 * lm_head_params_ * double(seqs.size());
+  const double projection_flops = 2.0 * (matmul_params_ - lm_head_params_) * tokens;
+  const double lm_head_flops = 2.0 * lm_head_params_ * double(seqs.size());
+  c.gemm_flops = projection_flops + lm_head_flops;
   const double bw = p.memory_bandwidth_bytes_per_s, flops = p.peak_flops;
   // GEMMs and attention are separate kernels, each bound by its own roofline.
   const double gemm_s = std::max(c.weight_bytes / (bw * p.gemm_bandwidth_efficiency),
-                                 c.gemm_flops / (flops * p.gemm_compute_efficiency));
+                                 (projection_flops / projection_flops_per_s_ + lm_head_flops / flops) /
+                                     p.gemm_compute_efficiency);
   const double quantized_eff = p.quantized_attention_bandwidth_efficiency > 0.0
                                   ? p.quantized_attention_bandwidth_efficiency
                                   : p.attention_bandwidth_efficiency;
@@ -109,6 +115,7 @@ CostProfile load_cost_profile(const std::string& path) {
   get(j, "kv_bytes_per_element", p.kv_bytes_per_element, path);
   get(j, "memory_bandwidth_bytes_per_s", p.memory_bandwidth_bytes_per_s, path);
   get(j, "peak_flops", p.peak_flops, path);
+  if (j.contains("peak_fp8_flops")) get(j, "peak_fp8_flops", p.peak_fp8_flops, path);
   get(j, "gemm_bandwidth_efficiency", p.gemm_bandwidth_efficiency, path);
   get(j, "gemm_compute_efficiency", p.gemm_compute_efficiency, path);
   get(j, "attention_bandwidth_efficiency", p.attention_bandwidth_efficiency, path);
@@ -135,6 +142,7 @@ CostProfile load_cost_profile(const std::string& path) {
   positive(p.kv_bytes_per_element, "kv_bytes_per_element");
   positive(p.memory_bandwidth_bytes_per_s, "memory_bandwidth_bytes_per_s");
   positive(p.peak_flops, "peak_flops");
+  if (j.contains("peak_fp8_flops")) positive(p.peak_fp8_flops, "peak_fp8_flops");
   for (auto [v, f] : {std::pair{p.gemm_bandwidth_efficiency, "gemm_bandwidth_efficiency"},
                       std::pair{p.gemm_compute_efficiency, "gemm_compute_efficiency"},
                       std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"},
@@ -175,6 +183,7 @@ std::string cost_profile_to_json(const CostProfile& p) {
   // Unset (0: attention_bandwidth_efficiency serves) is left out, as the loader reads an absent key.
   if (p.quantized_attention_bandwidth_efficiency > 0.0)
     j["quantized_attention_bandwidth_efficiency"] = p.quantized_attention_bandwidth_efficiency;
+  if (p.peak_fp8_flops > 0.0) j["peak_fp8_flops"] = p.peak_fp8_flops;
   return j.dump(2) + "\n";
 }
 

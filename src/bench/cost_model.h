@@ -22,6 +22,13 @@ struct CostProfile {
   double kv_bytes_per_element = 2.0;
   double memory_bandwidth_bytes_per_s = 0.0;  // achievable copy bandwidth
   double peak_flops = 0.0;                    // achievable dense matmul FLOP/s
+  // Matrix products on FP8 weights (optional: absent, peak_flops; Hopper's tensor cores run
+  // e4m3 at twice their bf16 rate).
+  double peak_fp8_flops = 0.0;
+  // Set from the engine's configuration, not the profile file: FP8 weights (`quantization =
+  // "fp8"`): every projection's weights one byte each and its products at peak_fp8_flops; the
+  // LM head stays at weight_bits, as the CUDA backend keeps it.
+  bool fp8_weights = false;
   // Fractions of those peaks that the backend's kernels reach.
   double gemm_bandwidth_efficiency = 1.0;
   double gemm_compute_efficiency = 1.0;
@@ -77,6 +84,7 @@ class CostModel {
  private:
   CostProfile profile_;
   double weight_bytes_ = 0.0;
+  double projection_flops_per_s_ = 0.0;  // the layers' products (FP8 ones at peak_fp8_flops)
   double matmul_params_ = 0.0;   // weights read each step, LM head included
   double lm_head_params_ = 0.0;  // of which the LM head, applied to one row per sequence
   double kv_bytes_per_token_ = 0.0;

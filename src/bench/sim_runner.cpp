@@ -8,27 +8,39 @@
 
 namespace optimate::bench {
 
+namespace {
+
+// The profile's bytes per element name its cache's precisions: 4 f32, 2 bf16, 1 int8.
+kv::KvPrecision profile_full(const CostProfile& p) {
+  return p.kv_bytes_per_element >= 4 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
+}
+kv::KvPrecision profile_base(const CostProfile& p) {
+  return p.kv_bytes_per_element < 2 ? kv::KvPrecision::kInt8 : profile_full(p);
+}
+
+}  // namespace
+
 kv::KvLayout SimModelRunner::plan_layout(const CostProfile& p, std::optional<kv::KvPrecision> finest,
-                                         kv::Int4Keys int4_keys) {
-  // The profile's bytes per element name the cache's precision: 4 f32, 2 bf16, 1 int8.
-  const kv::KvPrecision full = p.kv_bytes_per_element >= 4 ? kv::KvPrecision::kF32 : kv::KvPrecision::kBF16;
-  const kv::KvPrecision base = p.kv_bytes_per_element < 2 ? kv::KvPrecision::kInt8 : full;
-  return kv::plan_kv_layout(full, base, finest, p.model.num_kv_heads, p.block_size, p.model.head_dim, int4_keys);
+                                         kv::Int4Keys int4_keys, std::optional<kv::KvPrecision> quantized) {
+  return kv::plan_kv_layout(profile_full(p), quantized.value_or(profile_base(p)), finest, p.model.num_kv_heads,
+                            p.block_size, p.model.head_dim, int4_keys);
 }
 
 int64_t SimModelRunner::num_slots(const CostProfile& p, const kv::KvLayout& layout) {
-  if (!layout.dynamic()) return p.num_kv_blocks;
-  const int64_t block = kv::BlockLayout(layout.base, p.model.num_kv_heads, p.block_size, p.model.head_dim).total_bytes;
+  // The profile's own cache, or its memory laid out as the configuration asks.
+  if (!layout.dynamic() && layout.base == profile_base(p)) return p.num_kv_blocks;
+  const int64_t block = kv::BlockLayout(profile_base(p), p.model.num_kv_heads, p.block_size, p.model.head_dim).total_bytes;
   return kv::num_slots_for_memory(2 * p.model.num_layers * block * p.num_kv_blocks, p.model.num_layers, layout);
 }
 
 SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock,
                                int64_t logits_vocab_size, kv::HostTierSlots host_tier,
-                               std::optional<kv::KvPrecision> finest, kv::Int4Keys int4_keys)
+                               std::optional<kv::KvPrecision> finest, kv::Int4Keys int4_keys,
+                               std::optional<kv::KvPrecision> quantized)
     : cost_(std::move(profile)),
       clock_(std::move(clock)),
-      copies_(plan_layout(cost_.profile(), finest, int4_keys),
-              num_slots(cost_.profile(), plan_layout(cost_.profile(), finest, int4_keys))) {
+      copies_(plan_layout(cost_.profile(), finest, int4_keys, quantized),
+              num_slots(cost_.profile(), plan_layout(cost_.profile(), finest, int4_keys, quantized))) {
   OPTIMATE_CHECK(clock_ != nullptr, "simulated runner without a clock");
   if (logits_vocab_size < 2)
     fail(ErrorCode::kInvalidArgument, "simulated vocabulary size must be >= 2, got {}", logits_vocab_size);
@@ -39,7 +51,7 @@ SimModelRunner::SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> c
   config_ = p.model;
   config_.vocab_size = logits_vocab_size;
   config_.eos_token_ids.clear();
-  const kv::KvLayout layout = plan_layout(p, finest, int4_keys);
+  const kv::KvLayout layout = plan_layout(p, finest, int4_keys, quantized);
   kv_shape_ = {.num_layers = p.model.num_layers, .num_blocks = num_slots(p, layout),
                .block_size = p.block_size, .num_kv_heads = p.model.num_kv_heads,
                .head_dim = p.model.head_dim, .layout = layout, .host_tier = host_tier};
@@ -90,7 +102,7 @@ size_t SimModelRunner::run(const ForwardBatch& batch) {
   const size_t rows = static_cast<size_t>(std::count_if(batch.seqs.begin(), batch.seqs.end(),
                                                         [](const SeqSlice& s) { return s.want_logits; }));
   std::vector<SeqWork> work = batch_work(batch);
-  if (kv_shape_.layout.dynamic()) {
+  if (kv_shape_.layout.dynamic() || kv_shape_.layout.base != profile_base(cost_.profile())) {
     // The context's bytes block by block, each at its precision.
     const double bs = static_cast<double>(kv_shape_.block_size);
     for (size_t i = 0; i < work.size(); ++i) {

@@ -7,10 +7,11 @@
 // their own, one batch after another, overlapped with the steps; a step whose blocks are among
 // copies not yet done starts when they are (as the CUDA runner waits on their event).
 //
-// A cache laid out for kv_quant (`finest`) holds the profile's KV memory in pages (kv_layout.h);
-// a step reads each block at its precision's bytes, quantized ones at the profile's
-// quantized_attention_bandwidth_efficiency, and requantizing a block costs reading it at full
-// precision and writing it quantized.
+// A cache laid out for kv_quant (`finest`) holds the profile's KV memory in pages (kv_layout.h),
+// and a static quantized cache (`quantized`: kv-cache-dtype fp8, int8 or int4) holds it in
+// blocks of that precision; a step reads each block at its precision's bytes, quantized ones at
+// the profile's quantized_attention_bandwidth_efficiency, and requantizing a block costs reading
+// it at full precision and writing it quantized.
 #pragma once
 
 #include <map>
@@ -35,11 +36,14 @@ class SimModelRunner final : public ModelRunner {
   // laid out in pages that hold full-precision or quantized blocks, in the profile's KV memory.
   SimModelRunner(CostProfile profile, std::shared_ptr<FakeClock> clock, int64_t logits_vocab_size,
                  kv::HostTierSlots host_tier = {}, std::optional<kv::KvPrecision> finest = std::nullopt,
-                 kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken);
+                 kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken,
+                 std::optional<kv::KvPrecision> quantized = std::nullopt);
   // The KV layout a profile gives (its bytes per element name the precision), laid out for
-  // blocks down to `finest` when kv_quant is configured.
+  // blocks down to `finest` when kv_quant is configured, or for `quantized` blocks only (a
+  // static fp8, int8 or int4 cache; Error(kInvalidArgument) with kv_quant, as on the backends).
   static kv::KvLayout plan_layout(const CostProfile& profile, std::optional<kv::KvPrecision> finest = std::nullopt,
-                                  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken);
+                                  kv::Int4Keys int4_keys = kv::Int4Keys::kPerToken,
+                                  std::optional<kv::KvPrecision> quantized = std::nullopt);
   // Slots of `layout` in the profile's KV memory (num_kv_blocks blocks at its precision).
   static int64_t num_slots(const CostProfile& profile, const kv::KvLayout& layout);
 
