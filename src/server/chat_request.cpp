@@ -1,4 +1,7 @@
 // POST /v1/chat/completions bodies.
+#include <algorithm>
+#include <string_view>
+
 #include "server/api_error.h"
 #include "server/client_json.h"
 #include "server/openai_request.h"
@@ -83,6 +86,15 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
       message.has_tool_calls = true;
     }
     r.messages.push_back(std::move(message));
+  }
+
+  // vLLM hands it to the chat template (gpt-oss's reads it); the templates Optimate renders do
+  // not, so a valid value changes nothing, and any other is refused as vLLM refuses it.
+  if (auto effort = body.find("reasoning_effort"); effort != body.end() && !effort->is_null()) {
+    static constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+    if (!effort->is_string() || std::ranges::find(kEfforts, effort->get_ref<const std::string&>()) == std::end(kEfforts))
+      bad_request("reasoning_effort", "reasoning_effort must be one of 'none', 'minimal', 'low', 'medium', 'high', "
+                  "'xhigh', 'max' (or null), not {}", effort->dump());
   }
 
   r.tools = parse_tool_request(body);

@@ -303,3 +303,14 @@ def test_continuous_usage_stats(client):
 def test_unbuilt_fields_are_a_400_naming_them(client, field, value):
     with pytest.raises(openai.BadRequestError, match=field):
         client.completions.create(model=MODEL_NAME, prompt="hi", max_tokens=2, extra_body={field: value})
+
+
+def test_reasoning_effort_takes_vllms_values_only(client):
+    # The openai client's own type lists the values OpenAI takes; vLLM adds "xhigh" and "max".
+    for effort in ("low", "high", "max"):
+        out = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}],
+                                             max_tokens=2, reasoning_effort=effort)
+        assert out.choices[0].finish_reason == "length"
+    with pytest.raises(openai.BadRequestError, match="reasoning_effort"):
+        client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}],
+                                       max_tokens=2, reasoning_effort="ultra")
