@@ -6,12 +6,15 @@
 #     sequences, 8192-token steps, no prefix caching)
 #   KV capacity at 0.25 of the card, bf16 and fp8: the tokens those two servers logged at start
 #   prefill-heavy bursts over HTTP: scripts/gpu-serving.sh (configs/workloads/overload-h200.toml)
+#   the same requests kept 256 in flight (configs/workloads/prefill-heavy-saturated-h200.toml)
+#     against `optimate serve --config configs/overload-h200.toml`: the bursts' arrivals bound
+#     any engine there (about 6,190 out tok/s), this row's throughput is the engine's own
 #   offline, 1,000 requests, bf16 and FP8 weights: optimate bench --backend cuda on
 #     configs/workloads/offline-1000-h200.toml with configs/h200-throughput{,-fp8}.toml
 #   batch-1 decode, bf16 and FP8 weights: cuda_decode_bench --only batch1 (overlapped steps)
 # Each HTTP row reports output tok/s with mean and P99 TPOT and P99 ITL.
 # Usage: gpu-rows.sh BUILD_DIR OUT_DIR   (BUILD_DIR holds optimate and cuda_decode_bench)
-# OPTIMATE_ROWS picks rows (default: kv-bf16 kv-fp8 bursts offline batch1).
+# OPTIMATE_ROWS picks rows (default: kv-bf16 kv-fp8 bursts saturated offline batch1).
 set -uo pipefail
 build=${1:?usage: gpu-rows.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-rows.sh BUILD_DIR OUT_DIR}
@@ -21,7 +24,7 @@ out=$(cd "$out" && pwd)
 bin=$build/optimate
 port=${OPTIMATE_ROWS_PORT:-8126}
 url=http://127.0.0.1:$port
-rows=" ${OPTIMATE_ROWS:-kv-bf16 kv-fp8 bursts offline batch1} "
+rows=" ${OPTIMATE_ROWS:-kv-bf16 kv-fp8 bursts saturated offline batch1} "
 status=0
 table=$out/rows.md
 : >"$table"
@@ -78,6 +81,8 @@ if [[ $rows == *" bursts "* ]]; then
   OPTIMATE_SERVING_PORT=$port "$root/scripts/gpu-serving.sh" "$bin" "$out/bursts" bf16 >"$out/bursts.log" 2>&1 || status=1
   row "prefill-heavy bursts, bf16" "$(summary "$out/bursts/bf16")"
 fi
+[[ $rows == *" saturated "* ]] &&
+  serve_and_bench prefill-saturated configs/overload-h200.toml configs/workloads/prefill-heavy-saturated-h200.toml
 if [[ $rows == *" offline "* ]]; then
   (cd "$root" && "$bin" bench --workload configs/workloads/offline-1000-h200.toml \
      --compare h200-throughput,h200-throughput-fp8 --backend cuda --out "$out/offline") >"$out/offline.log" 2>&1 || status=1
