@@ -42,7 +42,7 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   if (seqs.empty()) return c;
   const CostProfile& p = profile_;
   const ModelConfig& m = p.model;
-  double tokens = 0.0, quantized_bytes = 0.0;
+  double tokens = 0.0, quantized_bytes = 0.0, int4_bytes = 0.0;
   for (const SeqWork& s : seqs) {
     const double n = double(s.num_new_tokens), ctx = double(s.context_len);
     tokens += n;
@@ -51,8 +51,9 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
     c.attention_flops += 4.0 * double(m.num_layers * m.num_heads * m.head_dim) * attended;
     // Read the context, write and read the chunk.
     const double context = s.full_context_bytes >= 0.0 ? s.full_context_bytes : kv_bytes_per_token_ * ctx;
-    c.kv_bytes += context + s.quantized_context_bytes + kv_bytes_per_token_ * 2.0 * n;
+    c.kv_bytes += context + s.quantized_context_bytes + s.int4_context_bytes + kv_bytes_per_token_ * 2.0 * n;
     quantized_bytes += s.quantized_context_bytes;
+    int4_bytes += s.int4_context_bytes;
   }
   c.weight_bytes = weight_bytes_;
   // Only the row a token is sampled from goes through the LM head: one per sequence.
@@ -67,8 +68,10 @@ StepCost CostModel::step_cost(const std::vector<SeqWork>& seqs) const {
   const double quantized_eff = p.quantized_attention_bandwidth_efficiency > 0.0
                                   ? p.quantized_attention_bandwidth_efficiency
                                   : p.attention_bandwidth_efficiency;
-  const double attn_read_s = (c.kv_bytes - quantized_bytes) / (bw * p.attention_bandwidth_efficiency) +
-                             quantized_bytes / (bw * quantized_eff);
+  const double int4_eff = p.int4_attention_bandwidth_efficiency > 0.0 ? p.int4_attention_bandwidth_efficiency
+                                                                       : quantized_eff;
+  const double attn_read_s = (c.kv_bytes - quantized_bytes - int4_bytes) / (bw * p.attention_bandwidth_efficiency) +
+                             quantized_bytes / (bw * quantized_eff) + int4_bytes / (bw * int4_eff);
   const double attn_s = std::max(attn_read_s, c.attention_flops / (flops * p.attention_compute_efficiency));
   c.seconds = p.step_overhead_s + p.per_seq_overhead_s * double(seqs.size()) + gemm_s + attn_s;
   return c;
@@ -125,6 +128,9 @@ CostProfile load_cost_profile(const std::string& path) {
   p.quantized_attention_bandwidth_efficiency = p.attention_bandwidth_efficiency;
   if (j.contains("quantized_attention_bandwidth_efficiency"))
     get(j, "quantized_attention_bandwidth_efficiency", p.quantized_attention_bandwidth_efficiency, path);
+  p.int4_attention_bandwidth_efficiency = p.quantized_attention_bandwidth_efficiency;
+  if (j.contains("int4_attention_bandwidth_efficiency"))
+    get(j, "int4_attention_bandwidth_efficiency", p.int4_attention_bandwidth_efficiency, path);
   get(j, "step_overhead_s", p.step_overhead_s, path);
   get(j, "per_seq_overhead_s", p.per_seq_overhead_s, path);
   if (j.contains("host_link_bytes_per_s")) get(j, "host_link_bytes_per_s", p.host_link_bytes_per_s, path);
@@ -147,7 +153,8 @@ CostProfile load_cost_profile(const std::string& path) {
                       std::pair{p.gemm_compute_efficiency, "gemm_compute_efficiency"},
                       std::pair{p.attention_bandwidth_efficiency, "attention_bandwidth_efficiency"},
                       std::pair{p.attention_compute_efficiency, "attention_compute_efficiency"},
-                      std::pair{p.quantized_attention_bandwidth_efficiency, "quantized_attention_bandwidth_efficiency"}})
+                      std::pair{p.quantized_attention_bandwidth_efficiency, "quantized_attention_bandwidth_efficiency"},
+                      std::pair{p.int4_attention_bandwidth_efficiency, "int4_attention_bandwidth_efficiency"}})
     if (!(v > 0.0 && v <= 1.0)) fail(ErrorCode::kInvalidFile, "{}: \"{}\" must be in (0, 1]", path, f);
   if (!(p.host_link_bytes_per_s >= 0.0)) fail(ErrorCode::kInvalidFile, "{}: \"host_link_bytes_per_s\" must be >= 0", path);
   if (p.step_overhead_s < 0 || p.per_seq_overhead_s < 0)
@@ -183,6 +190,8 @@ std::string cost_profile_to_json(const CostProfile& p) {
   // Unset (0: attention_bandwidth_efficiency serves) is left out, as the loader reads an absent key.
   if (p.quantized_attention_bandwidth_efficiency > 0.0)
     j["quantized_attention_bandwidth_efficiency"] = p.quantized_attention_bandwidth_efficiency;
+  if (p.int4_attention_bandwidth_efficiency > 0.0)
+    j["int4_attention_bandwidth_efficiency"] = p.int4_attention_bandwidth_efficiency;
   if (p.peak_fp8_flops > 0.0) j["peak_fp8_flops"] = p.peak_fp8_flops;
   return j.dump(2) + "\n";
 }

@@ -39,6 +39,9 @@ struct CostProfile {
   // The share of the copy bandwidth attention reaches over quantized KV blocks (fp8, int8,
   // int4: codes to convert and scales to apply). Optional: absent, attention_bandwidth_efficiency.
   double quantized_attention_bandwidth_efficiency = 0.0;
+  // The same over int4 blocks, whose codes take more work per byte to unpack. Optional:
+  // absent, quantized_attention_bandwidth_efficiency.
+  double int4_attention_bandwidth_efficiency = 0.0;
   double step_overhead_s = 0.0;     // launch, scheduling and sampling per step
   double per_seq_overhead_s = 0.0;  // per sequence in the step (sampling, bookkeeping)
   // Between GPU memory and pinned host memory, each way (swap preemption and the host tier of
@@ -56,7 +59,8 @@ struct SeqWork {
   // The context's KV bytes when its blocks' precisions are known (a cache that mixes them):
   // at full precision, and quantized. Negative: context_len tokens at the profile's precision.
   double full_context_bytes = -1.0;
-  double quantized_context_bytes = 0.0;
+  double quantized_context_bytes = 0.0;  // fp8 and int8 blocks
+  double int4_context_bytes = 0.0;
 };
 
 struct StepCost {

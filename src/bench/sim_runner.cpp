@@ -111,7 +111,11 @@ size_t SimModelRunner::run(const ForwardBatch& batch) {
       for (int64_t b = 0; b * kv_shape_.block_size < w.context_len; ++b) {
         const int32_t code = kv::entry_code(batch.seqs[i].block_table[b]);
         const double tokens = std::min<double>(bs, static_cast<double>(w.context_len - b * kv_shape_.block_size));
-        (code == 0 ? w.full_context_bytes : w.quantized_context_bytes) += block_bytes(code) * tokens / bs;
+        const kv::KvPrecision precision = kv::precision_of_code(code, kv_shape_.layout.full);
+        double& bytes = code == 0                              ? w.full_context_bytes
+                        : precision == kv::KvPrecision::kInt4 ? w.int4_context_bytes
+                                                               : w.quantized_context_bytes;
+        bytes += block_bytes(code) * tokens / bs;
       }
     }
   }
