@@ -68,13 +68,14 @@
 #   rows/ rows.log            the `rows` stage (scripts/gpu-rows.sh): every row of the serving
 #                             comparison with vLLM in one call, about seven minutes (kv-bound decode
 #                             over HTTP with bf16 and fp8 KV, KV capacity at 0.25 of the card,
-#                             prefill-heavy bursts over HTTP, offline 1,000 with bf16 and FP8
+#                             prefill-heavy bursts over HTTP and kept saturated, offline 1,000 with bf16 and FP8
 #                             weights, batch-1 decode with both), printed as a table
 #   flashinfer_build.log flashinfer.json flashinfer.log  the `flashinfer` stage: FlashInfer's
 #                             attention against the project's kernels on the same paged cache
-#                             (cuda_flashinfer_bench; needs third_party/flashinfer from
-#                             scripts/setup.sh, carried to a machine without network), with the
-#                             time its kernels took to compile
+#                             (cuda_flashinfer_bench: its FA2 prefill and decode, and on Hopper its
+#                             FA3 prefill; needs third_party/flashinfer from scripts/setup.sh,
+#                             about 48 MB, carried to a machine without network), with the time
+#                             its kernels took to compile
 #   summary.txt               pass/fail per stage and the headline numbers
 # Usage: scripts/gpu-check.sh OUT_DIR [extra cuda_decode_bench flags]
 # OPTIMATE_HF_E2E_LAYERS (default 2): layers of the end-to-end config; 0 skips it.

@@ -64,10 +64,12 @@ fi
 # FlashInfer's attention kernels, header-only C++/CUDA (they run without PyTorch, as MLC-LLM and
 # TVM use them), from its pinned PyPI wheel, which carries the headers its JIT compiles: only
 # include/flashinfer, the libcu++ headers it is written against (newer than CUDA 13.0's; its JIT
-# puts them before the toolkit's too) and the license are kept. The attention benchmark sets them against the
-# project's kernels (cuda_flashinfer_bench, built on a GPU machine only).
+# puts them before the toolkit's too), CUTLASS's headers (its Hopper kernels are written in CuTe;
+# each header carries CUTLASS's license) and FlashInfer's license are kept. The attention
+# benchmark sets them against the project's kernels (cuda_flashinfer_bench, built on a GPU
+# machine only).
 flashinfer_version=0.7.2.post1
-flashinfer_layout=2  # what is kept; a change unpacks the wheel again
+flashinfer_layout=4  # what is kept; a change unpacks the wheel again
 flashinfer_sha256=bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49
 flashinfer_dir=third_party/flashinfer
 if [ "$(cat "$flashinfer_dir/VERSION" 2>/dev/null)" != "$flashinfer_version.$flashinfer_layout" ]; then
@@ -77,9 +79,13 @@ if [ "$(cat "$flashinfer_dir/VERSION" 2>/dev/null)" != "$flashinfer_version.$fla
   echo "$flashinfer_sha256  $wheel" | sha256sum -c --quiet
   rm -rf "$flashinfer_dir" && mkdir -p "$flashinfer_dir"
   unzip -q "$wheel" 'flashinfer/data/include/flashinfer/*' 'flashinfer/data/cccl/libcudacxx/include/*' \
+    'flashinfer/data/cutlass/include/*' 'flashinfer/data/cutlass/tools/util/include/*' \
     "flashinfer_python-$flashinfer_version.dist-info/licenses/LICENSE" -d "$tmp/x"
   mv "$tmp/x/flashinfer/data/include" "$flashinfer_dir/include"
-  mkdir -p "$flashinfer_dir/cccl" && mv "$tmp/x/flashinfer/data/cccl/libcudacxx" "$flashinfer_dir/cccl/libcudacxx"
+  mkdir -p "$flashinfer_dir/cccl" "$flashinfer_dir/cutlass"
+  mv "$tmp/x/flashinfer/data/cccl/libcudacxx" "$flashinfer_dir/cccl/libcudacxx"
+  mv "$tmp/x/flashinfer/data/cutlass/include" "$flashinfer_dir/cutlass/include"
+  mv "$tmp/x/flashinfer/data/cutlass/tools/util/include" "$flashinfer_dir/cutlass/util-include"
   mv "$tmp/x/flashinfer_python-$flashinfer_version.dist-info/licenses/LICENSE" "$flashinfer_dir/LICENSE"
   rm -rf "$tmp"
   echo "$flashinfer_version.$flashinfer_layout" > "$flashinfer_dir/VERSION"

@@ -30,6 +30,9 @@
 #include "backend/cuda/prefill_attention.h"
 #include "core/half.h"
 #include "flashinfer_paged.h"
+#ifdef OPTIMATE_FLASHINFER_SM90
+#include "sm90/flashinfer_sm90.h"
+#endif
 
 using namespace optimate;
 using namespace optimate::cuda;
@@ -133,7 +136,8 @@ double time_layers(cudaStream_t s, int64_t layers, const std::function<void(int6
   return us;
 }
 
-nlohmann::json prefill_case(const std::string& name, const Step& step, int64_t layers, cudaStream_t s) {
+nlohmann::json prefill_case(const std::string& name, const Step& step, int64_t layers, [[maybe_unused]] bool hopper,
+                            cudaStream_t s) {
   Cache c(layers, step);
   std::vector<int32_t> tiles;  // {first row, rows, first position, table row}
   int64_t row = 0;
@@ -172,10 +176,26 @@ nlohmann::json prefill_case(const std::string& name, const Step& step, int64_t l
               "| max diff %.2e\n",
               name.c_str(), ours_us, tf_ours, fi_us, tf_fi, long(fi.cta_tile_q()), fi.split_kv() ? ", split kv" : "",
               diff);
+  nlohmann::json j = {{"case", name},           {"ours_us_per_layer", ours_us}, {"ours_tflop_per_s", tf_ours},
+                      {"flashinfer_us_per_layer", fi_us}, {"flashinfer_tflop_per_s", tf_fi},
+                      {"flashinfer_cta_tile_q", fi.cta_tile_q()}, {"relative_max_diff", diff}};
+#ifdef OPTIMATE_FLASHINFER_SM90
+  if (hopper) {  // its FlashAttention-3 kernels on the same caches, against ours again
+    bench::FlashInferPrefillSm90 fa3({kHeads, kKvHeads, kDim, kBlock, kQkvStride}, flashinfer_batch(step, c), s);
+    const double fa3_us =
+        time_layers(s, layers, [&](int64_t l) { fa3.run(c.q.get(), c.k_layer(l), c.v_layer(l), c.theirs.get(), s); });
+    OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(s));
+    const double fa3_diff = relative_difference(c, step.rows() * kHeads * kDim);
+    const double tf_fa3 = step.flops() / (fa3_us * 1e-6) / 1e12;
+    std::printf("prefill %-22s flashinfer sm90 (FA3) %8.1f us %6.1f TFLOP/s | max diff %.2e\n", name.c_str(), fa3_us,
+                tf_fa3, fa3_diff);
+    j["flashinfer_sm90_us_per_layer"] = fa3_us;
+    j["flashinfer_sm90_tflop_per_s"] = tf_fa3;
+    j["flashinfer_sm90_relative_max_diff"] = fa3_diff;
+  }
+#endif
   std::fflush(stdout);
-  return {{"case", name},           {"ours_us_per_layer", ours_us}, {"ours_tflop_per_s", tf_ours},
-          {"flashinfer_us_per_layer", fi_us}, {"flashinfer_tflop_per_s", tf_fi}, {"flashinfer_cta_tile_q", fi.cta_tile_q()},
-          {"relative_max_diff", diff}};
+  return j;
 }
 
 nlohmann::json decode_case(int64_t batch, int64_t context, int64_t layers, int num_sms, double copy_gbs, cudaStream_t s) {
@@ -243,6 +263,9 @@ int main(int argc, char** argv) {
     OPTIMATE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int sms = 0;
     OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    int major = 0;
+    OPTIMATE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    const bool hopper = major == 9;  // FlashInfer's SM90 kernels, where built, run on sm_90 only
     const double copy_gbs = bench::copy_bandwidth_gbs();
     nlohmann::json j;
     j["copy_bandwidth_gb_per_s"] = copy_gbs;
@@ -250,11 +273,11 @@ int main(int argc, char** argv) {
     auto after = [](int64_t seqs, int64_t chunk, int64_t prefix) {
       return Step{std::vector<int64_t>(seqs, chunk), std::vector<int64_t>(seqs, prefix + chunk)};
     };
-    j["prefill"].push_back(prefill_case("1 x 2048", fresh(1, 2048), layers, s));
-    j["prefill"].push_back(prefill_case("32 x 256", fresh(32, 256), layers, s));
-    j["prefill"].push_back(prefill_case("16 x 200", fresh(16, 200), layers, s));
-    j["prefill"].push_back(prefill_case("1 x 512 after 1536", after(1, 512, 1536), layers, s));
-    j["prefill"].push_back(prefill_case("8 x 256 after 768", after(8, 256, 768), layers, s));
+    j["prefill"].push_back(prefill_case("1 x 2048", fresh(1, 2048), layers, hopper, s));
+    j["prefill"].push_back(prefill_case("32 x 256", fresh(32, 256), layers, hopper, s));
+    j["prefill"].push_back(prefill_case("16 x 200", fresh(16, 200), layers, hopper, s));
+    j["prefill"].push_back(prefill_case("1 x 512 after 1536", after(1, 512, 1536), layers, hopper, s));
+    j["prefill"].push_back(prefill_case("8 x 256 after 768", after(8, 256, 768), layers, hopper, s));
     for (int64_t ctx : {int64_t{300}, int64_t{2048}})
       for (int64_t b : {int64_t{1}, int64_t{64}, int64_t{256}, int64_t{1024}})
         j["decode"].push_back(decode_case(b, ctx, layers, sms, copy_gbs, s));
