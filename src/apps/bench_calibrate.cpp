@@ -9,6 +9,7 @@
 #include "bench/bench_target.h"
 #include "bench/calibrate.h"
 #include "bench/cpu_peaks.h"
+#include "bench/report_files.h"
 #include "bench/toml_override.h"
 #include "core/error.h"
 
@@ -37,6 +38,8 @@ void run_calibration(const CalibrateArgs& a) {
   for (const std::string& s : a.sets)
     if (bench::split_assignment(s).first.rfind("workload.", 0) == 0)
       fail(ErrorCode::kInvalidArgument, "--set {}: --calibrate runs no workload", s);
+  // The profile's folder, made before the grid runs rather than after.
+  if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty()) bench::prepare_report_dir(dir.string());
 
   bench::NamedConfig named = bench::load_named_config(a.config, a.sets, EngineConfig{});
   if (!a.model.empty()) named.config.model = a.model;
@@ -83,8 +86,6 @@ void run_calibration(const CalibrateArgs& a) {
                  seconds);
   };
   const bench::Calibration c = bench::calibrate(*built.observer, *built.clock, o, progress);
-  if (const auto dir = std::filesystem::path(a.out).parent_path(); !dir.empty())
-    std::filesystem::create_directories(dir);
   std::ofstream out(a.out, std::ios::binary);
   out << bench::calibration_to_json(c);
   out.close();

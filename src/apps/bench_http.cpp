@@ -56,6 +56,8 @@ void run_bench_http(const HttpBenchOptions& o) {
   target.max_concurrency = o.max_concurrency;
   target.timeout_s = o.timeout_s;
 
+  const std::string dir = o.out_dir.empty() ? "bench-results/" + spec.name : o.out_dir;
+  bench::prepare_report_dir(dir);
   std::vector<bench::RunResult> runs;
   for (size_t i = 0; i < o.urls.size(); ++i) {
     target.model = o.model_names.empty() ? "" : o.model_names[o.model_names.size() == 1 ? 0 : i];
@@ -68,7 +70,6 @@ void run_bench_http(const HttpBenchOptions& o) {
     runs.push_back(std::move(run));
   }
   price_runs(o.gate, runs);
-  const std::string dir = o.out_dir.empty() ? "bench-results/" + spec.name : o.out_dir;
   const std::string md = bench::write_report_files(dir, command_line(o), spec, runs, std::nullopt);
   std::fputs(md.c_str(), stdout);
   std::fprintf(stdout, "\nReport, raw records and plots written to %s/\n", dir.c_str());

@@ -120,7 +120,10 @@ void run_bench(const BenchOptions& o) {
   for (const Variant& v : variants) {
     const bench::WorkloadSpec spec = bench::load_workload_spec(o.workload, v.workload_overrides);
     const bench::Workload workload = bench::build_workload(spec);
-    if (!first_spec) first_spec = spec;
+    if (!first_spec) {
+      first_spec = spec;
+      bench::prepare_report_dir(o.out_dir.empty() ? "bench-results/" + spec.name : o.out_dir);
+    }
     EngineConfig base;
     bench::NamedConfig named = bench::load_named_config(v.config, v.engine_overrides, base);
     if (!o.model.empty()) named.config.model = o.model;

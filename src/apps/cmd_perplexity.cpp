@@ -3,14 +3,13 @@
 // tool a user runs before turning KV quantization on.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "apps/commands.h"
 #include "bench/perplexity.h"
 #include "config/engine_cli.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "engine/tokenizer_codec.h"
 #include "model/weights.h"
 
@@ -40,14 +39,11 @@ void run_perplexity(PerplexityCommand& o) {
   // engine's) against its own fraction: the reference's fraction is stacked on the first's.
   reference.gpu_memory_utilization = std::min(0.95, 2.0 * evaluated.gpu_memory_utilization);
 
-  std::ifstream in(o.file, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "cannot open --file {}", o.file);
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text_file(o.file, "--file");
   const std::shared_ptr<const Tokenizer> tokenizer =
       evaluated.tokenizer.empty() ? load_model_tokenizer(load_model_header(evaluated.model))
                                   : Tokenizer::load(evaluated.tokenizer);
-  const std::vector<int32_t> tokens = tokenizer->encode(text.str(), /*add_special_tokens=*/false);
+  const std::vector<int32_t> tokens = tokenizer->encode(text, /*add_special_tokens=*/false);
 
   const bench::PerplexityResult r = bench::measure_perplexity(evaluated, reference, tokens, o.options);
   std::fputs((o.json ? bench::perplexity_json(r) : bench::perplexity_summary(r)).c_str(), stdout);

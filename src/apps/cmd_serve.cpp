@@ -126,6 +126,9 @@ metrics::CacheConfigInfo cache_config_info(const EngineConfig& config, const Eng
   return info;
 }
 
+// Network and grammar threads: far past what a machine runs at once, short of what it can start.
+constexpr int kMaxServerThreads = 1024;
+
 void run_serve(ServeOptions& o) {
   // Blocked before any thread starts, so every thread inherits the mask.
   const sigset_t signals = process_signals();
@@ -138,12 +141,14 @@ void run_serve(ServeOptions& o) {
   }
   if (o.shutdown_timeout_s < 0)
     fail(ErrorCode::kInvalidArgument, "--shutdown-timeout must be non-negative, got {}", o.shutdown_timeout_s);
-  if (o.read_timeout_s <= 0)
-    fail(ErrorCode::kInvalidArgument, "--http-read-timeout must be positive, got {}", o.read_timeout_s);
-  if (o.http_threads < 1)
-    fail(ErrorCode::kInvalidArgument, "--http-threads must be at least 1, got {}", o.http_threads);
-  if (o.grammar_threads < 1)
-    fail(ErrorCode::kInvalidArgument, "--grammar-compile-threads must be at least 1, got {}", o.grammar_threads);
+  // A day at most: the timer counts nanoseconds in 64 bits, and no client takes longer to send.
+  if (!(o.read_timeout_s > 0 && o.read_timeout_s <= 86400))
+    fail(ErrorCode::kInvalidArgument, "--http-read-timeout must be in (0, 86400] seconds, got {}", o.read_timeout_s);
+  if (o.http_threads < 1 || o.http_threads > kMaxServerThreads)
+    fail(ErrorCode::kInvalidArgument, "--http-threads must be in [1, {}], got {}", kMaxServerThreads, o.http_threads);
+  if (o.grammar_threads < 1 || o.grammar_threads > kMaxServerThreads)
+    fail(ErrorCode::kInvalidArgument, "--grammar-compile-threads must be in [1, {}], got {}", kMaxServerThreads,
+         o.grammar_threads);
   if (!(o.grammar_timeout_s > 0))
     fail(ErrorCode::kInvalidArgument, "--grammar-compile-timeout must be positive, got {}", o.grammar_timeout_s);
 
@@ -237,13 +242,16 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, /metrics)");
   add_engine_flags(*cmd, o->engine);
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", o->port, "port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "require `Authorization: Bearer KEY` on /v1/*")
       ->envname("OPTIMATE_API_KEY");
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model name in the API (default: the model's file or directory name)");
   cmd->add_option("--max-num-queued-reqs", o->max_num_queued_reqs,
-                  "queued requests past which new ones get 503 with Retry-After (default: unbounded)");
+                  "queued requests past which new ones get 503 with Retry-After (default: unbounded; 0 refuses "
+                  "every request, a server kept out of service)");
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "seconds running requests may take to finish after SIGTERM")
       ->capture_default_str();

@@ -1,7 +1,6 @@
 // `optimate tokenize`: the token ids of a text (or of a one-message chat prompt) as JSON,
 // for checking a model's tokenizer against other tools.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -11,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace optimate::apps {
@@ -34,9 +34,7 @@ void run_tokenize(const TokenizeOptions& o, bool have_text, bool have_file) {
   if (have_text) {
     text = o.text;
   } else if (have_file) {
-    std::ifstream in(o.file, std::ios::binary);
-    if (!in) fail(ErrorCode::kNotFound, "--file {}: cannot open", o.file);
-    text = read_all(in);
+    text = read_text_file(o.file, "--file");
   } else {
     text = read_all(std::cin);
   }

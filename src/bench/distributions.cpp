@@ -64,6 +64,9 @@ void validate_arrival_spec(const ArrivalSpec& s) {
 }
 
 void validate_length_spec(const LengthSpec& s, const char* field) {
+  const int64_t largest = s.kind == LengthKind::kFixed ? s.value : s.max;
+  if (largest > kMaxDrawnLength)
+    fail(ErrorCode::kInvalidArgument, "{}: lengths must be at most {} tokens, got {}", field, kMaxDrawnLength, largest);
   switch (s.kind) {
     case LengthKind::kFixed:
       if (s.value < 1) fail(ErrorCode::kInvalidArgument, "{}.value must be >= 1, got {}", field, s.value);

@@ -16,6 +16,9 @@ std::vector<double> draw_arrivals(const ArrivalSpec& spec, int64_t count, Random
 int64_t draw_length(const LengthSpec& spec, Random& rng);
 
 // Throws Error(kInvalidArgument) naming `field` (e.g. "workload.prompt") when out of range.
+// The most tokens a drawn length may be: past any model's context, and bounded so that a
+// workload's random prompts are never built beyond memory.
+inline constexpr int64_t kMaxDrawnLength = int64_t{1} << 24;
 void validate_length_spec(const LengthSpec& spec, const char* field);
 void validate_arrival_spec(const ArrivalSpec& spec);
 

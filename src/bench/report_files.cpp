@@ -23,9 +23,17 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 }  // namespace
 
+void prepare_report_dir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir))
+    fail(ErrorCode::kInvalidArgument, "--out {}: cannot create the folder ({})", dir,
+         error ? error.message() : "a file of that name is in the way");
+}
+
 std::string write_report_files(const std::string& dir, const std::string& command, const WorkloadSpec& spec,
                                const std::vector<RunResult>& runs, const std::optional<SweepAxis>& sweep) {
-  std::filesystem::create_directories(dir);
+  prepare_report_dir(dir);
   const std::filesystem::path d(dir);
   std::vector<RunSummary> summaries;
   for (const RunResult& r : runs) summaries.push_back(summarize(r));

@@ -16,6 +16,10 @@ struct SweepAxis {
   std::vector<double> values;   // one per run, in run order
 };
 
+// Creates the report folder (and its parents) before a run, so a folder that cannot be made fails
+// at once, not after the run; Error(kInvalidArgument) naming it.
+void prepare_report_dir(const std::string& dir);
+
 // Returns the Markdown report (also written to DIR/report.md). `command` is the command line
 // that produced it, quoted in the report so tables can be regenerated.
 std::string write_report_files(const std::string& dir, const std::string& command, const WorkloadSpec& spec,

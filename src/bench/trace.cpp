@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/distributions.h"
 #include "core/error.h"
 
 namespace optimate::bench {
@@ -67,10 +68,10 @@ TraceRecord parse_plain(const json& record, const std::string& where) {
   r.arrival_s = optional_number<double>(record, "arrival_s", where);
   if (r.prompt_text.empty() && r.prompt_token_ids.empty() && !r.prompt_len)
     fail(ErrorCode::kInvalidFile, "{}: record has neither \"prompt\" nor \"prompt_len\"", where);
-  if (r.prompt_len && *r.prompt_len < 1)
-    fail(ErrorCode::kInvalidFile, "{}: \"prompt_len\" must be >= 1", where);
-  if (r.max_tokens && *r.max_tokens < 1)
-    fail(ErrorCode::kInvalidFile, "{}: \"max_tokens\" must be >= 1", where);
+  if (r.prompt_len && (*r.prompt_len < 1 || *r.prompt_len > kMaxDrawnLength))
+    fail(ErrorCode::kInvalidFile, "{}: \"prompt_len\" must be in [1, {}]", where, kMaxDrawnLength);
+  if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > kMaxDrawnLength))
+    fail(ErrorCode::kInvalidFile, "{}: \"max_tokens\" must be in [1, {}]", where, kMaxDrawnLength);
   if (r.arrival_s && *r.arrival_s < 0.0)
     fail(ErrorCode::kInvalidFile, "{}: \"arrival_s\" must be >= 0", where);
   return r;

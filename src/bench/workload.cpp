@@ -10,12 +10,20 @@
 namespace optimate::bench {
 namespace {
 
+// A workload is built whole before it runs: its requests and their prompts' tokens are bounded
+// so that building one never takes more memory than a machine has (2^30 tokens are 4 GiB).
+constexpr int64_t kMaxRequests = 10'000'000;
+constexpr int64_t kMaxPromptTokens = int64_t{1} << 30;
+
 // One stream per random quantity (see derive_seed).
 enum Stream : uint64_t { kArrivals, kPromptLens, kOutputLens, kPriorities, kTokens, kPrefixes, kTurns };
 
 void validate(const WorkloadSpec& spec) {
   if (spec.num_requests < 0 || (!spec.trace && spec.num_requests == 0))
     fail(ErrorCode::kInvalidArgument, "workload.num_requests must be >= 1, got {}",
+         spec.num_requests);
+  if (spec.num_requests > kMaxRequests)
+    fail(ErrorCode::kInvalidArgument, "workload.num_requests must be at most {}, got {}", kMaxRequests,
          spec.num_requests);
   validate_arrival_spec(spec.arrival);
   validate_length_spec(spec.prompt, "workload.prompt");
@@ -200,6 +208,7 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   }
   const std::vector<double> arrivals = draw_arrivals(spec.arrival, n, arrival_rng);
   w.requests.resize(static_cast<size_t>(n));
+  int64_t prompt_tokens = 0;
   for (int64_t i = 0; i < n; ++i) {
     BenchRequest& r = w.requests[static_cast<size_t>(i)];
     r.id = fmt::format("{}-{}", spec.name, i);
@@ -250,6 +259,10 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
     }
     r.prompt_token_ids.insert(r.prompt_token_ids.end(), body.begin(), body.end());
     r.prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
+    prompt_tokens += r.prompt_len;
+    if (prompt_tokens > kMaxPromptTokens)
+      fail(ErrorCode::kInvalidArgument, "workload {}: its prompts pass {} tokens by request {} of {}; use fewer or "
+           "shorter requests", spec.name, kMaxPromptTokens, i + 1, n);
   }
   std::stable_sort(w.requests.begin(), w.requests.end(),
                    [](const BenchRequest& a, const BenchRequest& b) { return a.arrival_s < b.arrival_s; });

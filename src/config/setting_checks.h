@@ -27,6 +27,10 @@ Check<T> at_least(T low) {
           low == T{0} ? std::string("non-negative") : fmt::format("at least {}", low)};
 }
 
+inline Check<int64_t> in_range(int64_t low, int64_t high) {
+  return {[=](const int64_t& v) { return v >= low && v <= high; }, fmt::format("in [{}, {}]", low, high)};
+}
+
 inline Check<double> in_open_closed(double low, double high) {
   return {[=](const double& v) { return v > low && v <= high; }, fmt::format("in ({}, {}]", low, high)};
 }

@@ -59,15 +59,35 @@ std::string resolve_device(const EngineArgs& args) {
 
 // --tokenizer, else the model's own; a dummy model's directory may come without one, and then
 // the engine takes token ids only.
+// A tokenizer whose ids pass the model's embedding rows: a GGUF file that says so is damaged or
+// mismatched and is refused, as llama.cpp refuses it (its token list sizes the embedding); a
+// Hugging Face folder gets a warning, since ids past the rows may never be used.
+void check_vocabulary(const Tokenizer& tokenizer, const LoadedModel& model) {
+  const int64_t tokens = tokenizer.vocab_size(), rows = model.config.vocab_size;
+  if (tokens <= rows) return;
+  if (model.gguf)
+    fail(ErrorCode::kInvalidFile, "{}: the tokenizer has {} tokens but the token embedding {} rows", model.path,
+         tokens, rows);
+  spdlog::warn("{}: the tokenizer has {} tokens but the model's vocabulary {}: ids {} and above have no embedding, "
+               "and a request whose prompt holds one fails",
+               model.path, tokens, rows, rows);
+}
+
 std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const LoadedModel& model, bool dummy) {
-  if (!args.tokenizer.empty()) return std::make_shared<TokenizerCodec>(Tokenizer::load(args.tokenizer));
-  try {
-    return std::make_shared<TokenizerCodec>(load_model_tokenizer(model));
-  } catch (const Error& e) {
-    if (!dummy || e.code() != ErrorCode::kNotFound) throw;
-    spdlog::warn("{}; the engine takes token ids only", e.what());
-    return nullptr;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (!args.tokenizer.empty()) {
+    tokenizer = Tokenizer::load(args.tokenizer);
+  } else {
+    try {
+      tokenizer = load_model_tokenizer(model);
+    } catch (const Error& e) {
+      if (!dummy || e.code() != ErrorCode::kNotFound) throw;
+      spdlog::warn("{}; the engine takes token ids only", e.what());
+      return nullptr;
+    }
   }
+  check_vocabulary(*tokenizer, model);
+  return std::make_shared<TokenizerCodec>(std::move(tokenizer));
 }
 
 std::unique_ptr<ModelRunner> make_cpu_runner(const EngineArgs& args, const LoadedModel& model) {

@@ -1,0 +1,97 @@
+"""Bad command-line inputs: each is a clear error naming the problem and exit status 1 (CLI11's
+own for a value out of its range), never an abort with an uncaught exception (status 134) and
+never a run whose results are lost at the end."""
+
+import struct
+import subprocess
+
+import pytest
+
+from conftest import BIN, MODEL, ROOT
+
+PROFILE = ROOT / "profiles" / "h200-llama3-8b.json"
+
+
+def run(*args, timeout=60):
+    return subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("flags,words", [
+    (["--num-threads", "100000"], "num-threads must be in [0, 1024]"),
+    (["--http-threads", "100000"], "--http-threads must be in [1, 1024]"),
+    (["--grammar-compile-threads", "100000"], "--grammar-compile-threads must be in [1, 1024]"),
+    (["--http-read-timeout", "inf"], "--http-read-timeout must be in (0, 86400]"),
+    (["--http-read-timeout", "1e10"], "--http-read-timeout must be in (0, 86400]"),
+])
+def test_serve_refuses_values_past_what_it_can_run(flags, words):
+    r = run("serve", "--model", MODEL, "--port", "0", *flags)
+    assert r.returncode == 1 and words in r.stderr, (r.returncode, r.stderr)
+
+
+def test_a_port_out_of_range_names_the_range():
+    r = run("serve", "--model", MODEL, "--port", "70000")
+    assert r.returncode not in (0, -6, 134) and "65535" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_tokenize_a_folder_says_so(tmp_path):
+    r = run("tokenize", "--model", MODEL, "--file", tmp_path)
+    assert r.returncode == 1 and "is a folder" in r.stderr, (r.returncode, r.stderr)
+
+
+def workload(path, num_requests=8, prompt_max=64):
+    path.write_text(f"""
+[workload]
+name = "cli-inputs"
+num_requests = {num_requests}
+token_id_range = [1000, 4000]
+
+[workload.arrival]
+kind = "offline"
+
+[workload.prompt]
+kind = "uniform"
+min = 16
+max = {prompt_max}
+
+[workload.output]
+kind = "fixed"
+value = 4
+""")
+    return path
+
+
+def test_bench_refuses_an_output_folder_it_cannot_make_before_running(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    r = run("bench", "--workload", workload(tmp_path / "w.toml"), "--backend", "sim", "--profile", PROFILE,
+            "--compare", ROOT / "configs" / "baseline.toml", "--out", tmp_path / "a-file" / "sub")
+    assert r.returncode == 1 and "cannot create the folder" in r.stderr, (r.returncode, r.stderr)
+    assert "Throughput" not in r.stdout  # refused before the run, not after it
+
+
+@pytest.mark.parametrize("num_requests,prompt_max,words", [
+    (100_000_000_000, 64, "num_requests must be at most"),
+    (8, 9_000_000_000, "lengths must be at most"),
+])
+def test_bench_and_advise_refuse_workloads_past_memory(tmp_path, num_requests, prompt_max, words):
+    w = workload(tmp_path / "w.toml", num_requests, prompt_max)
+    for args in (["advise", "--workload", w, "--profile", PROFILE],
+                 ["bench", "--workload", w, "--backend", "sim", "--profile", PROFILE,
+                  "--compare", ROOT / "configs" / "baseline.toml", "--out", tmp_path / "out"]):
+        r = run(*args, timeout=30)
+        assert r.returncode == 1 and words in r.stderr, (args[0], r.returncode, r.stderr)
+
+
+def test_a_gguf_whose_embedding_is_short_of_its_tokenizer_is_refused(tmp_path):
+    # The SmolLM2 file with token_embd.weight's rows cut from 49,152 to 100 in its tensor table:
+    # llama.cpp refuses such a file (the token list sizes the embedding), and so does the server.
+    data = bytearray(MODEL.read_bytes())
+    name = b"token_embd.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+    n_dims, cols, rows = struct.unpack_from("<IQQ", data, at)
+    assert (n_dims, rows) == (2, 49152)
+    struct.pack_into("<Q", data, at + 12, 100)
+    broken = tmp_path / "short-embedding.gguf"
+    broken.write_bytes(bytes(data))
+    r = run("serve", "--model", broken, "--port", "0", timeout=120)
+    assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
+    assert "the tokenizer has 49152 tokens but the token embedding 100 rows" in r.stderr, r.stderr[-2000:]
