@@ -163,12 +163,13 @@ std::vector<OptimizerState> OptimizerSet::states() const {
     const size_t i = static_cast<size_t>(info.slot);
     const optim::Policy* base = baselines_.at(info.slot);
     if (!owners_[i].empty() || !merged_.at(info.slot) || !base) continue;
-    OptimizerState s;
+    // A configured entry of the baseline's own name (disabled: it runs anyway) is that one.
+    auto same = std::ranges::find_if(out, [&](const OptimizerState& o) { return o.spec.name == base->name(); });
+    OptimizerState& s = same != out.end() ? *same : out.emplace_back();
     s.spec.name = std::string(base->name());
     s.baseline = true;
     if (auto it = health_.find(s.spec.name); it != health_.end()) s.seconds_total = it->second->seconds_total;
     s.counters = base->counters();
-    out.push_back(std::move(s));
   }
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "core/logging.h"
 #include "engine/tokenizer_codec.h"
+#include "optim/api/policy_set.h"
 #include "optim/priority_levels.h"
 #include "optim/registry.h"
 #include "server/api_error.h"
@@ -441,6 +442,11 @@ Json EngineBackend::update_optimizer(const std::string& name, const Json& body) 
   if (body.contains("enabled")) {
     if (!body["enabled"].is_boolean()) bad_request("enabled", "enabled must be a boolean");
     spec.enabled = body["enabled"].get<bool>();
+    for (const optim::PolicySlotInfo& slot : optim::kPolicySlots)
+      if (!spec.enabled && slot.baseline == name)
+        bad_request("enabled", "`{}` is the baseline of the {} slot: it runs whenever no optimizer takes the slot, "
+                    "so it cannot be disabled; enable an optimizer of that slot instead, or roll every optimizer "
+                    "back with POST /v1/optimizers/rollback", name, slot.name);
   }
   if (body.contains("options")) {
     if (!body["options"].is_object()) bad_request("options", "options must be an object");

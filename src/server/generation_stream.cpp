@@ -132,7 +132,8 @@ void GenerationStream::stream_delta(Choice& c, const GenerationOutput& out) {
     c.token_ids = settings_.echo_only ? std::vector<int32_t>{} : out.token_ids;
     d.token_ids = &c.token_ids;
   }
-  UsageCounts u = usage();
+  // As vLLM: each chunk's usage is its own choice's tokens over its own prompt's.
+  const UsageCounts u{settings_.num_prompt_tokens[prompt], c.num_tokens};
   const UsageCounts* per_chunk = settings_.include_usage && settings_.continuous_usage_stats ? &u : nullptr;
   std::string json = settings_.kind == ApiKind::kChat ? chat_chunk(meta_, d, !c.started, per_chunk)
                                                       : completion_chunk(meta_, d, per_chunk);

@@ -110,6 +110,11 @@ void HttpConnection::on_header(beast::error_code ec) {
   if (closed_) return;
   if (ec) return on_read(ec);
   auto& header = parser_->get();
+  // Only "chunked" is a transfer coding this server decodes; a body in any other (gzip, chunked)
+  // would be read as if plain: RFC 9112 answers 501.
+  if (auto coding = header[http::field::transfer_encoding]; !coding.empty() && !beast::iequals(coding, "chunked"))
+    return reject_and_close(501, fmt::format("Transfer-Encoding '{}' is not implemented: only chunked is",
+                                             std::string_view(coding.data(), coding.size())));
   auto read_body = [self = shared_from_this()] {
     http::async_read(self->stream_, self->buffer_, *self->parser_,
                      [self](beast::error_code ec, size_t) { self->on_read(ec); });

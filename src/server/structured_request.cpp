@@ -94,15 +94,19 @@ std::optional<GrammarSpec> parse_structured_outputs(const Json& body) {
 
   if (const Json* so = get_object(body, "structured_outputs")) {
     if (auto v = so->find("json"); v != so->end() && !v->is_null())
-      add(found, {GrammarKind::kJsonSchema, schema_text(*v, "structured_outputs"), {}, true, "structured_outputs"});
-    if (auto v = get_string(*so, "regex")) add(found, {GrammarKind::kRegex, *v, {}, true, "structured_outputs"});
+      add(found,
+          {GrammarKind::kJsonSchema, schema_text(*v, "structured_outputs.json"), {}, true, "structured_outputs.json"});
+    if (auto v = get_string(*so, "regex")) add(found, {GrammarKind::kRegex, *v, {}, true, "structured_outputs.regex"});
     if (auto v = so->find("choice"); v != so->end() && !v->is_null())
-      add(found, {GrammarKind::kChoice, "", choices(*v, "structured_outputs"), true, "structured_outputs"});
-    if (auto v = so->find("grammar"); v != so->end() && !v->is_null()) add(found, grammar(*v, "structured_outputs"));
+      add(found,
+          {GrammarKind::kChoice, "", choices(*v, "structured_outputs.choice"), true, "structured_outputs.choice"});
+    if (auto v = so->find("grammar"); v != so->end() && !v->is_null())
+      add(found, grammar(*v, "structured_outputs.grammar"));
     if (get_bool(*so, "json_object").value_or(false))
-      add(found, {GrammarKind::kJsonObject, "", {}, true, "structured_outputs"});
+      add(found, {GrammarKind::kJsonObject, "", {}, true, "structured_outputs.json_object"});
     if (auto v = so->find("structural_tag"); v != so->end() && !v->is_null())
-      add(found, {GrammarKind::kStructuralTag, structural_tag(*v, "structured_outputs"), {}, true, "structured_outputs"});
+      add(found, {GrammarKind::kStructuralTag, structural_tag(*v, "structured_outputs.structural_tag"), {}, true,
+                  "structured_outputs.structural_tag"});
     if (get_bool(*so, "disable_any_whitespace").value_or(false)) any_whitespace = false;
     if (get_string(*so, "whitespace_pattern"))
       bad_request("structured_outputs", "structured_outputs.whitespace_pattern is not supported (it is an outlines "

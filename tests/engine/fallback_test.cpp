@@ -264,5 +264,18 @@ TEST(Fallback, RestoreAfterAFallbackReenablesTheOptimizer) {
   EXPECT_FALSE(s->fallback.has_value());
 }
 
+// A baseline named in the configuration and disabled still runs in its slot (nothing else takes
+// it): the listing shows it once, as the baseline, not as a disabled optimizer beside it.
+TEST(Fallback, ADisabledBaselineIsListedOnceAsTheBaseline) {
+  Rig rig;
+  Engine e = make_engine(rig, {{"fcfs", {}, false}, {"full-precision-kv", {}, false}});
+  for (const char* name : {"fcfs", "full-precision-kv"}) {
+    const auto states = e.optimizer_states();
+    EXPECT_EQ(std::ranges::count_if(states, [&](const OptimizerState& s) { return s.spec.name == name; }), 1) << name;
+    EXPECT_TRUE(state_of(states, name)->baseline) << name;
+  }
+  EXPECT_EQ(e.scheduler().policies().queue->name(), "fcfs");
+}
+
 }  // namespace
 }  // namespace optimate::testing

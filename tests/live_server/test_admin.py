@@ -39,3 +39,11 @@ def test_admin_needs_the_api_key(guarded_server):
     assert httpx.get(guarded_server.url + "/v1/optimizers").status_code == 401
     r = httpx.put(url, json={"enabled": True}, headers={"Authorization": f"Bearer {API_KEY}"})
     assert r.status_code == 200, r.text
+
+
+def test_a_baseline_cannot_be_disabled(server):
+    for name in ("fcfs", "full-precision-kv"):
+        r = httpx.put(server.url + f"/v1/optimizers/{name}", json={"enabled": False})
+        assert r.status_code == 400 and "baseline" in r.json()["error"]["message"], r.text
+    names = [o["name"] for o in httpx.get(server.url + "/v1/optimizers", timeout=30.0).json()["data"]]
+    assert len(names) == len(set(names)), names

@@ -314,3 +314,20 @@ def test_reasoning_effort_takes_vllms_values_only(client):
     with pytest.raises(openai.BadRequestError, match="reasoning_effort"):
         client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "hi"}],
                                        max_tokens=2, reasoning_effort="ultra")
+
+
+def test_continuous_usage_stats_count_each_choice_alone(client):
+    # vLLM: a chunk's usage is its own choice's tokens so far (previous_num_tokens[i]), not the sum.
+    chunks = list(client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=3, n=2, stream=True,
+                                            stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                            extra_body={"ignore_eos": True}, temperature=1.0, seed=3))
+    seen = {0: 0, 1: 0}
+    for c in chunks:
+        if not c.choices:
+            continue
+        i = c.choices[0].index
+        assert c.usage.completion_tokens > seen[i]
+        seen[i] = c.usage.completion_tokens
+        assert c.usage.total_tokens == c.usage.prompt_tokens + c.usage.completion_tokens
+    assert seen == {0: 3, 1: 3}
+    assert chunks[-1].usage.completion_tokens == 6  # the final usage chunk sums the choices

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fake_backend.h"
@@ -153,6 +154,25 @@ TEST(HttpProtocol, Http10NonStreamingKeepsContentLength) {
   const std::string reply = c.read_until_closed();
   EXPECT_NE(reply.find("Content-Length: "), std::string::npos) << reply;
   EXPECT_NE(reply.find("\"text\":\"ab\""), std::string::npos) << reply;
+}
+
+// A body in a transfer coding besides chunked (RFC 9112: 501) is refused, not read as plain
+// chunks; plain chunked bodies are served.
+TEST(HttpProtocol, ATransferCodingOtherThanChunkedIs501) {
+  Harness h;
+  const std::string chunk = R"({"prompt":"hi","max_tokens":2})";
+  auto send = [&](const std::string& coding) {
+    TestClient c(h.port());
+    c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               "Transfer-Encoding: " + coding + "\r\nConnection: close\r\n\r\n" +
+               fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", chunk.size(), chunk));
+    return c.read_until_closed();
+  };
+  const std::string gzip = send("gzip, chunked");
+  EXPECT_EQ(gzip.rfind("HTTP/1.1 501", 0), 0u) << gzip;
+  EXPECT_NE(gzip.find("gzip, chunked"), std::string::npos) << gzip;
+  const std::string plain = send("chunked");
+  EXPECT_EQ(plain.rfind("HTTP/1.1 200", 0), 0u) << plain;
 }
 
 // The write timeout runs from the last byte the client took: a client that reads a response
