@@ -71,6 +71,8 @@ class ServingApi {
   // 503 with Retry-After when `num_new` more requests would pass --max-num-queued-reqs; 400 when
   // they are more than it allows at all.
   void check_queue(int64_t num_new = 1) const;
+  // A text's token ids; 400 naming `field` for one past the model's vocabulary.
+  std::vector<int32_t> text_tokens(std::string_view text, bool add_special_tokens, const char* field) const;
   // The token ids of each prompt of a completion request (none empty), truncated as asked.
   std::vector<std::vector<int32_t>> completion_prompts(const CompletionRequest& request) const;
   // The rendered conversation (tools shown, the final message left open when continued).

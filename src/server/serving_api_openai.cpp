@@ -58,11 +58,24 @@ std::vector<int32_t> ServingApi::truncate_prompt(const GenerationRequest& r, std
   return ids;
 }
 
+// A text's tokens, each with a row in the model's embedding: a tokenizer larger than the model
+// (a mismatched folder, which the engine only warns of at start) is the client's 400 here, as
+// token-id prompts past the vocabulary are, not a request that fails in the engine.
+std::vector<int32_t> ServingApi::text_tokens(std::string_view text, bool add_special_tokens, const char* field) const {
+  std::vector<int32_t> ids = backend_.tokenize(text, add_special_tokens);
+  const int64_t vocab = backend_.model().vocab_size;
+  for (int32_t id : ids)
+    if (id >= vocab)
+      bad_request(field, "the text holds token {} ('{}'), past the model's vocabulary of {}: its tokenizer holds "
+                  "tokens the model has no embedding for", id, backend_.token_string(id), vocab);
+  return ids;
+}
+
 std::vector<std::vector<int32_t>> ServingApi::completion_prompts(const CompletionRequest& r) const {
   std::vector<std::vector<int32_t>> out;
   out.reserve(r.prompts.size());
   for (const Prompt& p : r.prompts) {
-    if (const auto* text = std::get_if<std::string>(&p)) out.push_back(backend_.tokenize(*text, r.add_special_tokens));
+    if (const auto* text = std::get_if<std::string>(&p)) out.push_back(text_tokens(*text, r.add_special_tokens, "prompt"));
     else out.push_back(std::get<std::vector<int32_t>>(p));
     if (out.back().empty()) bad_request("prompt", "prompt must not be empty");
     out.back() = truncate_prompt(r, std::move(out.back()));
@@ -92,7 +105,7 @@ std::string ServingApi::chat_text(const ChatRequest& r) const {
 }
 
 std::vector<int32_t> ServingApi::chat_prompt(const ChatRequest& r) const {
-  std::vector<int32_t> ids = backend_.tokenize(chat_text(r), r.add_special_tokens);
+  std::vector<int32_t> ids = text_tokens(chat_text(r), r.add_special_tokens, "messages");
   if (ids.empty()) bad_request("messages", "the rendered conversation is empty");
   return truncate_prompt(r, std::move(ids));
 }

@@ -4,10 +4,12 @@ never a run whose results are lost at the end."""
 
 import struct
 import subprocess
+import time
 
+import httpx
 import pytest
 
-from conftest import BIN, MODEL, ROOT
+from conftest import BIN, MODEL, ROOT, free_port
 
 PROFILE = ROOT / "profiles" / "h200-llama3-8b.json"
 
@@ -95,3 +97,33 @@ def test_a_gguf_whose_embedding_is_short_of_its_tokenizer_is_refused(tmp_path):
     r = run("serve", "--model", broken, "--port", "0", timeout=120)
     assert r.returncode == 1, (r.returncode, r.stderr[-2000:])
     assert "the tokenizer has 49152 tokens but the token embedding 100 rows" in r.stderr, r.stderr[-2000:]
+
+
+def test_a_tokenizer_larger_than_the_model_is_a_400_per_request_not_a_failed_one(tmp_path):
+    # A Hugging Face folder (256 embedding rows) served with a larger tokenizer (Llama 3's,
+    # 128,256 tokens) starts with a warning; a text whose tokens pass row 255 is the client's
+    # 400, where it was a 200 whose choice ended "abort" when the engine met the token.
+    port = free_port()
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([str(BIN), "serve", "--model", ROOT / "tests/data/model/tiny_llama",
+                             "--tokenizer", ROOT / "models/llama3-tokenizer", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
+            time.sleep(0.1)
+        r = httpx.post(url + "/v1/completions", json={"prompt": "hello there", "max_tokens": 2}, timeout=30.0)
+        assert r.status_code == 400 and "past the model's vocabulary of 256" in r.text, r.text
+        r = httpx.post(url + "/v1/completions", json={"prompt": [1, 2, 3], "max_tokens": 2}, timeout=30.0)
+        assert r.status_code == 200, r.text
+        assert "tokens but the model's vocabulary 256" in (tmp_path / "serve.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
