@@ -149,8 +149,9 @@ void run_serve(ServeOptions& o) {
   if (o.grammar_threads < 1 || o.grammar_threads > kMaxServerThreads)
     fail(ErrorCode::kInvalidArgument, "--grammar-compile-threads must be in [1, {}], got {}", kMaxServerThreads,
          o.grammar_threads);
-  if (!(o.grammar_timeout_s > 0))
-    fail(ErrorCode::kInvalidArgument, "--grammar-compile-timeout must be positive, got {}", o.grammar_timeout_s);
+  if (!(o.grammar_timeout_s > 0 && o.grammar_timeout_s <= 86400))
+    fail(ErrorCode::kInvalidArgument, "--grammar-compile-timeout must be in (0, 86400] seconds, got {}",
+         o.grammar_timeout_s);
 
   const std::string served_name = o.served_model_name.empty()
                                       ? std::filesystem::path(config.model).filename().string()

@@ -75,7 +75,8 @@ BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64
     profile.model.max_position_embeddings = config.max_model_len;
   // kv_quant, when configured, lays the cache out for its quantized blocks, as
   // create_engine_parts does on the backends; a static quantized cache holds the same memory in
-  // blocks of its precision. FP8 weights halve the projections' bytes.
+  // blocks of its precision. So here num_kv_blocks names memory (that many full-precision blocks),
+  // where on a GPU it counts the cache's own slots. FP8 weights halve the projections' bytes.
   const auto [finest, int4_keys] = optim::kv_layout_request(config.optimizers);
   const kv::KvPrecision dtype = kv::kv_precision_for(config.kv_cache_dtype, kv::KvPrecision::kBF16);
   const std::optional<kv::KvPrecision> quantized =

@@ -64,8 +64,11 @@ void validate_arrival_spec(const ArrivalSpec& s) {
 }
 
 void validate_length_spec(const LengthSpec& s, const char* field) {
-  const int64_t largest = s.kind == LengthKind::kFixed ? s.value : s.max;
-  if (largest > kMaxDrawnLength)
+  // A lognormal's max is only its clamp (drawn lengths stop at kMaxDrawnLength in any case).
+  const double largest = s.kind == LengthKind::kFixed     ? double(s.value)
+                         : s.kind == LengthKind::kUniform ? double(s.max)
+                                                          : std::max(double(s.min), s.mean);
+  if (largest > double(kMaxDrawnLength))
     fail(ErrorCode::kInvalidArgument, "{}: lengths must be at most {} tokens, got {}", field, kMaxDrawnLength, largest);
   switch (s.kind) {
     case LengthKind::kFixed:
@@ -97,7 +100,7 @@ int64_t draw_length(const LengthSpec& s, Random& rng) {
       // E[exp(N(mu, sigma))] = exp(mu + sigma^2 / 2): solve for mu so the stated mean holds.
       const double mu = std::log(s.mean) - 0.5 * s.sigma * s.sigma;
       const auto v = static_cast<int64_t>(std::llround(rng.lognormal(mu, s.sigma)));
-      return std::clamp(v, s.min, s.max);
+      return std::clamp(v, s.min, std::min(s.max, kMaxDrawnLength));
     }
   }
   return s.value;

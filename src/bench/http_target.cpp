@@ -214,8 +214,9 @@ int64_t num_connections(const Workload& workload, const HttpTargetOptions& optio
 
 RunResult run_http(const std::string& url, const Workload& workload, const HttpTargetOptions& options,
                    const ProgressFn& progress) {
-  if (!(options.timeout_s > 0.0))
-    fail(ErrorCode::kInvalidArgument, "--request-timeout must be > 0 seconds, got {}", options.timeout_s);
+  // A day at most: its timers count nanoseconds in 64 bits.
+  if (!(options.timeout_s > 0.0 && options.timeout_s <= 86400.0))
+    fail(ErrorCode::kInvalidArgument, "--request-timeout must be in (0, 86400] seconds, got {}", options.timeout_s);
   const int64_t connections = num_connections(workload, options);
   Server server{url, parse_http_url(url), {}, {}, options.timeout_s};
   if (!options.api_key.empty()) server.authorization = "Bearer " + options.api_key;

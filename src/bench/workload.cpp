@@ -11,9 +11,18 @@ namespace optimate::bench {
 namespace {
 
 // A workload is built whole before it runs: its requests and their prompts' tokens are bounded
-// so that building one never takes more memory than a machine has (2^30 tokens are 4 GiB).
+// so that building one never takes more memory than a machine has (2^28 tokens are 1 GiB, a
+// hundred times the project's largest workloads).
 constexpr int64_t kMaxRequests = 10'000'000;
-constexpr int64_t kMaxPromptTokens = int64_t{1} << 30;
+constexpr int64_t kMaxPromptTokens = int64_t{1} << 28;
+
+// Adds `n` tokens to the prompts built so far; Error past kMaxPromptTokens.
+void count_prompt_tokens(int64_t& total, int64_t n, const WorkloadSpec& spec) {
+  total += n;
+  if (total > kMaxPromptTokens)
+    fail(ErrorCode::kInvalidArgument, "workload {}: its prompts pass {} tokens; use fewer or shorter requests, turns "
+         "or shared prefixes", spec.name, kMaxPromptTokens);
+}
 
 // One stream per random quantity (see derive_seed).
 enum Stream : uint64_t { kArrivals, kPromptLens, kOutputLens, kPriorities, kTokens, kPrefixes, kTurns };
@@ -47,6 +56,11 @@ void validate(const WorkloadSpec& spec) {
          "workload.prefix: need groups >= 0, length >= 0, 0 <= fraction <= 1");
   if (p.num_groups > 0 && p.length == 0)
     fail(ErrorCode::kInvalidArgument, "workload.prefix.length must be >= 1 with groups > 0");
+  if (p.num_groups > kMaxRequests)
+    fail(ErrorCode::kInvalidArgument, "workload.prefix.groups must be at most {}, got {}", kMaxRequests, p.num_groups);
+  if (p.length > kMaxDrawnLength)
+    fail(ErrorCode::kInvalidArgument, "workload.prefix.length must be at most {} tokens, got {}", kMaxDrawnLength,
+         p.length);
   if (spec.conversation) {
     if (spec.trace)
       fail(ErrorCode::kInvalidArgument, "workload.conversation and workload.trace do not go together");
@@ -124,7 +138,7 @@ struct Streams {
 
 // Conversations: a first turn per arrival, then every later turn after the one before it.
 void add_conversations(const WorkloadSpec& spec, const std::vector<std::vector<int32_t>>& prefixes,
-                       Streams& rng, Workload& w) {
+                       Streams& rng, Workload& w, int64_t& prompt_tokens) {
   const ConversationSpec& cs = *spec.conversation;
   const std::vector<double> arrivals = draw_arrivals(spec.arrival, spec.num_requests, rng.arrival);
   std::vector<BenchRequest> first, later;
@@ -149,6 +163,7 @@ void add_conversations(const WorkloadSpec& spec, const std::vector<std::vector<i
       history.insert(history.end(), user.begin(), user.end());
       r.prompt_token_ids = history;
       r.prompt_len = static_cast<int64_t>(history.size());
+      count_prompt_tokens(prompt_tokens, r.prompt_len, spec);  // each turn holds the whole history
       r.max_tokens = draw_length(spec.output, rng.output);
       const std::vector<int32_t> answer = random_tokens(r.max_tokens, spec, rng.token);
       history.insert(history.end(), answer.begin(), answer.end());
@@ -196,19 +211,21 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   Random& token_rng = rng.token;
   Random& prefix_rng = rng.prefix;
 
+  int64_t prompt_tokens = 0;
   std::vector<std::vector<int32_t>> prefixes;
-  for (int64_t g = 0; g < spec.prefix.num_groups; ++g)
+  for (int64_t g = 0; g < spec.prefix.num_groups; ++g) {
+    count_prompt_tokens(prompt_tokens, spec.prefix.length, spec);
     prefixes.push_back(random_tokens(spec.prefix.length, spec, prefix_rng));
+  }
 
   Workload w;
   w.spec = spec;
   if (spec.conversation) {
-    add_conversations(spec, prefixes, rng, w);
+    add_conversations(spec, prefixes, rng, w, prompt_tokens);
     return w;
   }
   const std::vector<double> arrivals = draw_arrivals(spec.arrival, n, arrival_rng);
   w.requests.resize(static_cast<size_t>(n));
-  int64_t prompt_tokens = 0;
   for (int64_t i = 0; i < n; ++i) {
     BenchRequest& r = w.requests[static_cast<size_t>(i)];
     r.id = fmt::format("{}-{}", spec.name, i);
@@ -259,10 +276,7 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
     }
     r.prompt_token_ids.insert(r.prompt_token_ids.end(), body.begin(), body.end());
     r.prompt_len = static_cast<int64_t>(r.prompt_token_ids.size());
-    prompt_tokens += r.prompt_len;
-    if (prompt_tokens > kMaxPromptTokens)
-      fail(ErrorCode::kInvalidArgument, "workload {}: its prompts pass {} tokens by request {} of {}; use fewer or "
-           "shorter requests", spec.name, kMaxPromptTokens, i + 1, n);
+    count_prompt_tokens(prompt_tokens, r.prompt_len, spec);
   }
   std::stable_sort(w.requests.begin(), w.requests.end(),
                    [](const BenchRequest& a, const BenchRequest& b) { return a.arrival_s < b.arrival_s; });

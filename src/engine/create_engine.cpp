@@ -59,13 +59,14 @@ std::string resolve_device(const EngineArgs& args) {
 
 // --tokenizer, else the model's own; a dummy model's directory may come without one, and then
 // the engine takes token ids only.
-// A tokenizer whose ids pass the model's embedding rows: a GGUF file that says so is damaged or
-// mismatched and is refused, as llama.cpp refuses it (its token list sizes the embedding); a
-// Hugging Face folder gets a warning, since ids past the rows may never be used.
-void check_vocabulary(const Tokenizer& tokenizer, const LoadedModel& model) {
+// A tokenizer whose ids pass the model's embedding rows: a GGUF file whose own token list says
+// so is damaged and is refused, as llama.cpp refuses it (its token list sizes the embedding); a
+// Hugging Face folder or a --tokenizer of the user's gets a warning, since ids past the rows may
+// never be used (a text that holds one is the client's 400).
+void check_vocabulary(const Tokenizer& tokenizer, const LoadedModel& model, bool models_own) {
   const int64_t tokens = tokenizer.vocab_size(), rows = model.config.vocab_size;
   if (tokens <= rows) return;
-  if (model.gguf)
+  if (model.gguf && models_own)
     fail(ErrorCode::kInvalidFile, "{}: the tokenizer has {} tokens but the token embedding {} rows", model.path,
          tokens, rows);
   spdlog::warn("{}: the tokenizer has {} tokens but the model's vocabulary {}: ids {} and above have no embedding, "
@@ -86,7 +87,7 @@ std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const Loade
       return nullptr;
     }
   }
-  check_vocabulary(*tokenizer, model);
+  check_vocabulary(*tokenizer, model, /*models_own=*/args.tokenizer.empty());
   return std::make_shared<TokenizerCodec>(std::move(tokenizer));
 }
 

@@ -143,6 +143,22 @@ TEST(Sim, AStaticFp8CacheHoldsTheSameMemoryInFp8Blocks) {
   EXPECT_LT(sb.tpot_ms.mean, sa.tpot_ms.mean);
 }
 
+// The simulated runner counts a context's int4 blocks as int4 bytes: a static int4 cache's
+// decode slows when the profile's int4 rate falls, and not when the 8-bit rate does.
+TEST(Sim, Int4BlocksAreReadAtTheInt4Rate) {
+  auto tpot = [](double int8_eff, double int4_eff) {
+    CostProfile p = load_cost_profile(kProfile);
+    p.quantized_attention_bandwidth_efficiency = int8_eff;
+    p.int4_attention_bandwidth_efficiency = int4_eff;
+    EngineConfig config;
+    config.kv_cache_dtype = KvCacheDtype::kInt4;
+    BuiltEngine e = build_sim_engine(config, p, 4001);
+    return summarize(run_in_process(e, offline_fixed(16, 4000, 32))).tpot_ms.mean;
+  };
+  EXPECT_GT(tpot(0.55, 0.3), tpot(0.55, 0.55) * 1.005);  // the prompts' prefill dilutes the difference
+  EXPECT_DOUBLE_EQ(tpot(0.2, 0.3), tpot(0.55, 0.3));
+}
+
 // FP8 weights (quantization = "fp8") read the projections at a byte a weight, the LM head
 // still at two (the CUDA backend keeps it bf16): Llama-3-8B's 6.98e9 projection weights and
 // 5.25e8 LM head weights. A batch-1 decode, bound by those bytes, gets faster by their ratio.

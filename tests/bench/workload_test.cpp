@@ -325,3 +325,33 @@ TEST(WorkloadToml, BadValuesAreRejectedWhenBuilt) {
 
 }  // namespace
 }  // namespace optimate::bench
+
+namespace optimate::bench {
+namespace {
+
+// A workload is built whole before it runs, so one that would not fit in memory is refused
+// while it is being built, each turn of a conversation counted with the history it carries
+// (10 conversations of 2,000 turns of 1,000 + 1,000 tokens ask for about 4 * 10^10 tokens).
+TEST(WorkloadBounds, WorkloadsPastMemoryAreRefusedWhileBuilt) {
+  WorkloadSpec conversations;
+  conversations.num_requests = 10;
+  conversations.prompt = {.kind = LengthKind::kFixed, .value = 1000};
+  conversations.output = {.kind = LengthKind::kFixed, .value = 1000};
+  conversations.conversation = ConversationSpec{.turns = {.kind = LengthKind::kFixed, .value = 2000}};
+  EXPECT_THROW(build_workload(conversations), Error);
+
+  WorkloadSpec prefixes;
+  prefixes.prefix = {.num_groups = 100'000'000, .length = 1, .fraction = 0.5};
+  EXPECT_THROW(build_workload(prefixes), Error);
+
+  // A lognormal's max is a clamp: a large one is taken, and no drawn length passes 2^24.
+  WorkloadSpec clamp;
+  clamp.num_requests = 4;
+  clamp.prompt = {.kind = LengthKind::kLognormal, .min = 1, .max = 1'000'000'000, .mean = 64, .sigma = 0.5};
+  EXPECT_NO_THROW(build_workload(clamp));
+  clamp.prompt.mean = 1e9;
+  EXPECT_THROW(build_workload(clamp), Error);
+}
+
+}  // namespace
+}  // namespace optimate::bench

@@ -24,6 +24,7 @@ def run(*args, timeout=60):
     (["--grammar-compile-threads", "100000"], "--grammar-compile-threads must be in [1, 1024]"),
     (["--http-read-timeout", "inf"], "--http-read-timeout must be in (0, 86400]"),
     (["--http-read-timeout", "1e10"], "--http-read-timeout must be in (0, 86400]"),
+    (["--grammar-compile-timeout", "inf"], "--grammar-compile-timeout must be in (0, 86400]"),
 ])
 def test_serve_refuses_values_past_what_it_can_run(flags, words):
     r = run("serve", "--model", MODEL, "--port", "0", *flags)
@@ -60,6 +61,12 @@ kind = "fixed"
 value = 4
 """)
     return path
+
+
+def test_bench_refuses_a_request_timeout_past_a_day(tmp_path):
+    r = run("bench", "--workload", workload(tmp_path / "w.toml"), "--url", "http://127.0.0.1:9",
+            "--request-timeout", "inf", "--out", tmp_path / "out")
+    assert r.returncode == 1 and "--request-timeout must be in (0, 86400]" in r.stderr, (r.returncode, r.stderr)
 
 
 def test_bench_refuses_an_output_folder_it_cannot_make_before_running(tmp_path):

@@ -331,3 +331,18 @@ def test_continuous_usage_stats_count_each_choice_alone(client):
         assert c.usage.total_tokens == c.usage.prompt_tokens + c.usage.completion_tokens
     assert seen == {0: 3, 1: 3}
     assert chunks[-1].usage.completion_tokens == 6  # the final usage chunk sums the choices
+
+
+def test_continuous_usage_stats_count_each_chat_choice_alone(client):
+    chunks = list(client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}],
+                                                 max_tokens=3, n=2, stream=True, temperature=1.0, seed=3,
+                                                 stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                                 extra_body={"ignore_eos": True}))
+    last = {0: 0, 1: 0}
+    for c in chunks:
+        if c.choices:
+            i = c.choices[0].index
+            assert c.usage.completion_tokens >= last[i]
+            last[i] = c.usage.completion_tokens
+    assert last == {0: 3, 1: 3}
+    assert chunks[-1].usage.completion_tokens == 6
