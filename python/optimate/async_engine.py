@@ -17,7 +17,7 @@ import weakref
 from typing import Any, AsyncIterator, Iterable, Mapping, Optional, Union
 
 from optimate import _core
-from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_list, _optimizer_spec, _metadata,
+from optimate.engine import (OptimizerLike, PromptType, _make_core, _optimizer_spec, _metadata,
                              _prompt, _resolve_params, engine_args_and_optimizers)
 from optimate.engine_args import EngineArgs
 from optimate.errors import error_from
@@ -105,9 +105,9 @@ class AsyncLLMEngine:
         return self._encode(text)
 
     async def get_optimizers(self) -> list[dict[str, Any]]:
-        """As LLMEngine.get_optimizers (asked of the engine thread between steps)."""
-        counters = await asyncio.get_running_loop().run_in_executor(None, self._engine.optimizer_counters)
-        return _optimizer_list(self._specs, counters)
+        """As LLMEngine.get_optimizers (asked of the engine thread between steps): fallbacks and
+        rollbacks included. Raises EngineError once the engine is shut down."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._engine.optimizer_states)
 
     async def set_optimizer(self, optimizer: Union[OptimizerLike, str], enabled: Optional[bool] = None,
                             **options: Any) -> None:

@@ -98,16 +98,6 @@ def _resolve_params(params: Optional[SamplingParams], num_prompt_tokens: int, ma
     return params
 
 
-def _optimizer_list(specs: dict, counters: list) -> list[dict[str, Any]]:
-    """The server's GET /v1/optimizers list: configured optimizers, then the baselines in use."""
-    active = dict(counters)
-    out = [{"name": name, "enabled": enabled, "baseline": False, "options": options,
-            "counters": active.get(name, {})} for name, (options, enabled) in specs.items()]
-    out += [{"name": name, "enabled": True, "baseline": True, "options": {}, "counters": c}
-            for name, c in counters if name not in specs]
-    return out
-
-
 def _optimizer_spec(specs: dict, optimizer: Union[OptimizerLike, str], enabled: Optional[bool],
                     options: dict) -> tuple[str, dict, bool]:
     if isinstance(optimizer, Optimizer):

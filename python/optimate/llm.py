@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from optimate.engine import LLMEngine, OptimizerLike, PromptType, _prompt
@@ -24,6 +25,8 @@ class LLM:
     def __init__(self, model: str, *, optimizers: Optional[Iterable[OptimizerLike]] = None, **engine_args: Any):
         self.llm_engine = LLMEngine(EngineArgs(model=model, **engine_args), optimizers or ())
         self._ids = itertools.count()
+        # Batches from several threads run one after another (the engine is stepped by one).
+        self._lock = threading.Lock()
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
                  sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
@@ -53,6 +56,11 @@ class LLM:
 
     def _run(self, prompts: list[tuple[Optional[str], list[int]]], sampling_params, priority,
              use_tqdm: bool) -> list[RequestOutput]:
+        with self._lock:
+            return self._run_batch(prompts, sampling_params, priority, use_tqdm)
+
+    def _run_batch(self, prompts: list[tuple[Optional[str], list[int]]], sampling_params, priority,
+                   use_tqdm: bool) -> list[RequestOutput]:
         n = len(prompts)
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             params_list = [sampling_params or SamplingParams()] * n

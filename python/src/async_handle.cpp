@@ -78,6 +78,10 @@ std::vector<OptimizerCounters> AsyncHandle::optimizer_counters() {
   return run_on_engine<std::vector<OptimizerCounters>>([](Engine& e) { return e.optimizer_counters(); });
 }
 
+std::vector<OptimizerState> AsyncHandle::optimizer_states() {
+  return run_on_engine<std::vector<OptimizerState>>([](Engine& e) { return e.optimizer_states(); });
+}
+
 void AsyncHandle::shutdown(bool drain) {
   nb::gil_scoped_release release;
   engine_->shutdown(drain ? ShutdownMode::kDrain : ShutdownMode::kAbort);

@@ -28,8 +28,10 @@ class AsyncHandle {
   PriorityOrder priority_order() const { return priority_order_; }
   void set_optimizer(const OptimizerSpec& spec);
   std::vector<OptimizerCounters> optimizer_counters();
+  std::vector<OptimizerState> optimizer_states();
   EngineStats stats() const { return engine_->stats(); }
-  bool running() const { return engine_->running(); }
+  // As vLLM's AsyncLLM.is_running: false from shutdown() on, and after a failed step.
+  bool running() const { return engine_->running() && !engine_->shutting_down(); }
   // Drains (or aborts) every request and stops the thread.
   void shutdown(bool drain);
 

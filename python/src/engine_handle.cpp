@@ -85,13 +85,22 @@ EngineHandle::EngineHandle(const OptionMap& settings, const std::vector<Optimize
   priority_order_ = engine_->config().priority_order;
 }
 
+void EngineHandle::check_not_stepped_elsewhere() const {
+  const std::thread::id stepper = stepping_.load();
+  if (stepper != std::thread::id{} && stepper != std::this_thread::get_id())
+    fail(ErrorCode::kResourceExhausted, "LLMEngine is not thread-safe and another thread is stepping it: call it from "
+         "one thread, or use AsyncLLMEngine");
+}
+
 Engine& EngineHandle::engine() {
   if (!engine_) fail(ErrorCode::kInvalidArgument, "this engine was handed to an AsyncLLMEngine");
+  check_not_stepped_elsewhere();
   return *engine_;
 }
 
 const Engine& EngineHandle::engine() const {
   if (!engine_) fail(ErrorCode::kInvalidArgument, "this engine was handed to an AsyncLLMEngine");
+  check_not_stepped_elsewhere();
   return *engine_;
 }
 
@@ -121,6 +130,14 @@ void EngineHandle::add_request(const std::string& request_id, const std::vector<
 
 std::vector<sched::RequestOutput> EngineHandle::step() {
   Engine& e = engine();
+  std::thread::id idle{};
+  if (!stepping_.compare_exchange_strong(idle, std::this_thread::get_id()))
+    fail(ErrorCode::kResourceExhausted, "LLMEngine is not thread-safe and another thread is stepping it: call it from "
+         "one thread, or use AsyncLLMEngine");
+  struct Done {
+    std::atomic<std::thread::id>& flag;
+    ~Done() { flag.store(std::thread::id{}); }
+  } done{stepping_};
   nb::gil_scoped_release release;
   return e.step();
 }

@@ -4,9 +4,11 @@
 // call on it is an error.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -65,6 +67,11 @@ class EngineHandle {
   Engine& engine();
   const Engine& engine() const;
   const Tokenizer& tokenizer() const;
+  // The engine is not thread-safe: while one thread steps it (the GIL released), a call from
+  // another thread is refused with an error instead of corrupting it. Its own thread (a Python
+  // policy the step calls) may still read it.
+  void check_not_stepped_elsewhere() const;
+  std::atomic<std::thread::id> stepping_{};
 
   std::shared_ptr<PolicyFailures> failures_;
   std::optional<Engine> engine_;

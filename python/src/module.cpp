@@ -155,6 +155,12 @@ void bind_engine(nb::module_& m) {
         a.set_optimizer(optimizer_spec(name, options, enabled));
       }, "name"_a, "options"_a, "enabled"_a)
       .def("optimizer_counters", [](AsyncHandle& a) { return optimizer_counter_list(a.optimizer_counters()); })
+      .def("optimizer_states", [](AsyncHandle& a) {
+        const std::vector<OptimizerState> states = a.optimizer_states();  // on the engine thread, GIL released
+        nb::list out;
+        for (const OptimizerState& s : states) out.append(optimizer_state_dict(s));
+        return out;
+      }, "Each optimizer as GET /v1/optimizers lists it (fallbacks included), asked between steps.")
       .def("stats", [](const AsyncHandle& a) { return stats_dict(a.stats()); })
       .def("running", &AsyncHandle::running)
       .def("shutdown", &AsyncHandle::shutdown, "drain"_a = true);

@@ -149,11 +149,16 @@ void AsyncEngine::run() {
     } catch (const Error& e) {
       spdlog::error("engine step failed: {}", e.what());
       decltype(streams_) failed;
+      // Commands posted since the swap are dropped: a task's promise then breaks, and its caller
+      // hears the engine stopped instead of waiting for a thread that is gone.
+      decltype(commands_) dropped;
       {
         std::lock_guard lock(mu_);
         failed.swap(streams_);
+        dropped.swap(commands_);
         stopping_ = true;
         failed_ = true;
+        exited_ = true;
       }
       // Listeners run user code that may call back into this engine: never under mu_.
       for (auto& [id, stream] : failed) stream->set_error(e.what(), e.code());
@@ -182,7 +187,10 @@ void AsyncEngine::run() {
       }
     }
     std::unique_lock lock(mu_);
-    if (stopping_ && commands_.empty() && !engine_.has_unfinished()) return;
+    if (stopping_ && commands_.empty() && !engine_.has_unfinished()) {
+      exited_ = true;  // under the lock run_on_engine takes: no task is queued behind this
+      return;
+    }
     // The batch policy held every waiting request back and nothing runs: sleep until its
     // retry time, a new command or shutdown instead of stepping in a busy loop.
     if (const std::optional<int64_t> until = engine_.idle_until_ns(); until && outs.empty())

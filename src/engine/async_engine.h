@@ -83,6 +83,8 @@ class AsyncEngine {
   EngineStats stats() const;
   // False once a step has failed and the engine thread has stopped.
   bool running() const;
+  // True from shutdown() on (and after a failed step): no more requests are taken.
+  bool shutting_down() const;
   // kDrain: finish every submitted request, then stop; kAbort: abort them all. Idempotent.
   void shutdown(ShutdownMode mode = ShutdownMode::kDrain);
 
@@ -108,6 +110,7 @@ class AsyncEngine {
   bool stopping_ = false;
   ShutdownMode mode_ = ShutdownMode::kDrain;
   bool failed_ = false;
+  bool exited_ = false;  // the engine thread has returned: a task posted now would never run
   std::function<void(const EngineStats&)> stats_listener_;
   EngineStats stats_;
   std::thread thread_;

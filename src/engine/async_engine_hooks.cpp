@@ -9,6 +9,7 @@ void AsyncEngine::run_on_engine(std::function<void(Engine&)> task) {
   {
     std::lock_guard lock(mu_);
     if (failed_) fail(ErrorCode::kInternal, "the engine has stopped after a failed step");
+    if (exited_) fail(ErrorCode::kResourceExhausted, "the engine is shut down");
     commands_.push_back(Task(std::move(task)));
   }
   cv_.notify_all();
@@ -36,6 +37,11 @@ EngineStats AsyncEngine::stats() const {
 bool AsyncEngine::running() const {
   std::lock_guard lock(mu_);
   return !failed_;
+}
+
+bool AsyncEngine::shutting_down() const {
+  std::lock_guard lock(mu_);
+  return stopping_;
 }
 
 void AsyncEngine::publish_stats() {

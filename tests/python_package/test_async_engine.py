@@ -70,3 +70,47 @@ def test_errors_reach_the_caller(engine):
             await engine.set_optimizer("no-such-optimizer")
 
     asyncio.run(optimizers())
+
+
+def test_after_shutdown_calls_raise_instead_of_waiting_forever(model):
+    """vLLM's AsyncLLM after shutdown(): is_running is False and calls raise. Here they waited
+    forever for an engine thread that was gone."""
+    e = AsyncLLMEngine.from_engine_args(small_args(model, max_num_seqs=2))
+    assert e.is_running
+    e.shutdown()
+    assert not e.is_running
+
+    async def ask():
+        with pytest.raises(EngineError, match="shut down"):
+            await asyncio.wait_for(e.get_optimizers(), 30)
+        with pytest.raises(EngineError, match="shut down"):
+            await asyncio.wait_for(e.set_optimizer("priority", enabled=True), 30)
+
+    asyncio.run(ask())
+
+
+def test_get_optimizers_reports_the_guards_fallback(model):
+    """As LLMEngine.get_optimizers: a policy the guard disabled is listed disabled, with why."""
+    import warnings
+
+    from optimate import QueuePolicy
+
+    class Raises(QueuePolicy):
+        def order_waiting(self, view):
+            raise RuntimeError("policy bug")
+
+    e = AsyncLLMEngine.from_engine_args(small_args(model, max_num_seqs=1), optimizers=[Raises()])
+    try:
+        async def main():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                await collect(e, "Hello", "a")
+                await collect(e, "Hello", "b")
+            return {o["name"]: o for o in await e.get_optimizers()}
+
+        listed = asyncio.run(main())
+        assert listed["Raises"]["enabled"] is False
+        assert listed["Raises"]["fallback"]["reason"] == "error"
+        assert {"seconds_total", "rolled_back", "baseline"} <= listed["Raises"].keys()
+    finally:
+        e.shutdown()

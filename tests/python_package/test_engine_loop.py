@@ -138,3 +138,47 @@ def test_optimizers_retune_and_roll_back_between_steps(model):
     assert err.value.code == "not_found" and "priority" in str(err.value)
     with pytest.raises(ValueError, match="levels"):
         engine.set_optimizer("priority", levels=0)
+
+
+def test_an_engine_stepped_from_two_threads_raises_instead_of_corrupting(model):
+    """LLMEngine is not thread-safe (as vLLM's): a call from a second thread while one steps is
+    an error naming the rule, where it corrupted the heap (segfault). LLM.generate from several
+    threads runs their batches one after another, each with its own results."""
+    import threading
+
+    from optimate import LLM
+
+    engine = create_optimized_engine(small_args(model, max_num_seqs=4))
+    for i in range(4):
+        engine.add_request(f"r{i}", "Once upon a time", SamplingParams(max_tokens=64, ignore_eos=True))
+    errors, stop = [], threading.Event()
+
+    def other_thread():
+        while not stop.is_set():
+            try:
+                engine.get_stats()
+            except EngineError as e:
+                errors.append(str(e))
+                return
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    run_to_completion(engine)
+    stop.set()
+    t.join()
+    assert all("not thread-safe" in e for e in errors)
+
+    llm = LLM(model, device="cpu", kv_cache_memory="256MiB", max_model_len=2048)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    expected = [o.outputs[0].text for o in llm.generate(["Hello", "Goodbye", "Maybe"], params)]
+    results = [None] * 4
+
+    def batch(k):
+        results[k] = [o.outputs[0].text for o in llm.generate(["Hello", "Goodbye", "Maybe"], params, use_tqdm=False)]
+
+    threads = [threading.Thread(target=batch, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [expected] * 4
