@@ -25,7 +25,8 @@ from optimate.outputs import OutputTracker, RequestOutput
 from optimate.sampling_params import SamplingParams
 
 # Engines still running at interpreter exit are stopped first, while their thread can still take
-# the GIL to deliver the last outputs.
+# the GIL to deliver the last outputs; then each lets go of its C++ half (as LLMEngine's do, so
+# that the Python policies it runs are freed before the extension is).
 _engines: "weakref.WeakSet[AsyncLLMEngine]" = weakref.WeakSet()
 
 
@@ -33,6 +34,7 @@ _engines: "weakref.WeakSet[AsyncLLMEngine]" = weakref.WeakSet()
 def _shutdown_all() -> None:
     for engine in list(_engines):
         engine.shutdown()
+        engine._engine = engine._core_handle = engine._encode = engine._chat_prompt = None
 
 
 class AsyncLLMEngine:
@@ -94,7 +96,7 @@ class AsyncLLMEngine:
                     yield out
         finally:
             self._live.discard(request_id)
-            if not finished:
+            if not finished and self._engine is not None:  # None: released at interpreter exit
                 self._engine.abort(request_id)
 
     async def abort(self, request_id: str) -> None:

@@ -11,7 +11,9 @@ step() runs one engine step (schedule, forward pass, sampling) in C++ with the G
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import weakref
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from optimate import _core
@@ -21,6 +23,18 @@ from optimate.optimizers import Optimizer
 from optimate.outputs import OutputTracker, RequestOutput
 from optimate.policies import BatchPolicy, QueuePolicy
 from optimate.sampling_params import SamplingParams
+
+# An engine still alive at interpreter exit lets go of its C++ half first: a Python policy it
+# runs is referenced from C++, where the garbage collector cannot see the cycle through the
+# policy's module, so the engine would otherwise outlive the extension (nanobind then reports
+# it as leaked). Handlers registered after this import (the user's) run before it.
+_engines: "weakref.WeakSet[LLMEngine]" = weakref.WeakSet()
+
+
+@atexit.register
+def _release_all() -> None:
+    for engine in list(_engines):
+        engine._core = None
 
 # A prompt: text, token ids, or vLLM's {"prompt": text} / {"prompt_token_ids": ids}.
 PromptType = Union[str, Sequence[int], Mapping[str, Any]]
@@ -125,6 +139,7 @@ class LLMEngine:
         engine_args, optimizers = engine_args_and_optimizers(engine_args, optimizers)
         self.engine_args = engine_args
         self._core, self._specs = _make_core(engine_args, optimizers, async_mode=False)
+        _engines.add(self)
         self._tracker = OutputTracker()
         self._held: list[RequestOutput] = []  # outputs of a step whose policy failure was raised
 
