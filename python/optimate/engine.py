@@ -127,7 +127,9 @@ def _optimizer_spec(specs: dict, optimizer: Union[OptimizerLike, str], enabled: 
     else:
         raise ValueError(f"set_optimizer takes an optimizer, a policy or a name, got {type(optimizer).__name__}")
     if enabled is not None:
-        on = bool(enabled)
+        if not isinstance(enabled, bool):
+            raise ValueError(f"enabled must be True or False, got {enabled!r}")
+        on = enabled
     return name, opts, on
 
 

@@ -19,6 +19,25 @@ ChatMessage = Mapping[str, str]  # {"role": ..., "content": ...}
 _PROGRESS_DELAY_S = 2.0
 
 
+def _content_text(message: ChatMessage) -> str:
+    """A message's text as the server reads it (and vLLM's LLM.chat): a string, a list of text
+    parts joined by newlines, or nothing (None or absent: empty, as an assistant message that
+    only called tools)."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        texts = []
+        for part in content:
+            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ValueError(f"only text content parts are supported, got {part!r}")
+            texts.append(part["text"])
+        return "\n".join(texts)
+    raise ValueError(f"a message's content must be a string or a list of parts, got {type(content).__name__}")
+
+
 class LLM:
     """An engine for offline batches: ``LLM(model=..., **engine_args, optimizers=[...])``."""
 
@@ -49,7 +68,7 @@ class LLM:
         conversations = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
         prompts = []
         for conversation in conversations:
-            pairs = [(m["role"], m["content"]) for m in conversation]
+            pairs = [(m["role"], _content_text(m)) for m in conversation]
             text, ids = self.llm_engine._core.chat_prompt(pairs, add_generation_prompt)
             prompts.append((text, ids))
         return self._run(prompts, sampling_params, priority, use_tqdm)
@@ -65,9 +84,15 @@ class LLM:
         if sampling_params is None or isinstance(sampling_params, SamplingParams):
             params_list = [sampling_params or SamplingParams()] * n
         else:
+            if not isinstance(sampling_params, Sequence) or isinstance(sampling_params, (str, bytes)):
+                raise ValueError("sampling_params must be a SamplingParams or a list of them, got "
+                                 f"{type(sampling_params).__name__}")
             params_list = list(sampling_params)
             if len(params_list) != n:
                 raise ValueError(f"{len(params_list)} sampling_params for {n} prompts")
+            for p in params_list:
+                if not isinstance(p, SamplingParams):
+                    raise ValueError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
         if priority is not None and len(priority) != n:
             raise ValueError(f"{len(priority)} priorities for {n} prompts")
         engine = self.llm_engine

@@ -44,12 +44,16 @@ class SamplingParams:
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def __post_init__(self) -> None:
+        if self.seed == -1:  # vLLM's spelling of "no seed"
+            self.seed = None
         if self.stop is None:
             self.stop = []
         elif isinstance(self.stop, str):
             self.stop = [self.stop]
-        else:
+        elif isinstance(self.stop, (list, tuple)) and all(isinstance(s, str) for s in self.stop):
             self.stop = list(self.stop)
+        else:
+            raise ValueError(f"stop must be a string or a list of strings, got {self.stop!r}")
         self.stop_token_ids = list(self.stop_token_ids or [])
         self.output_kind = RequestOutputKind(self.output_kind)
         if self.max_tokens is None:

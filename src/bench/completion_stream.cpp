@@ -61,6 +61,8 @@ bool CompletionStreamReader::on_body(std::string_view bytes, double t_s) {
     if (malformed_) break;
     on_event(data, t_s);
   }
+  if (parser_.overflowed() && !malformed_)
+    malformed(fmt::format("an event past {} MiB without an end", parser_.max_event_bytes() >> 20));
   return !malformed_;
 }
 

@@ -5,6 +5,7 @@ namespace optimate::bench {
 std::vector<std::string> SseParser::feed(std::string_view bytes) {
   std::vector<std::string> events;
   for (char c : bytes) {
+    if (overflowed_) break;
     if (c == '\n' && after_cr_) {
       after_cr_ = false;
       continue;
@@ -14,6 +15,7 @@ std::vector<std::string> SseParser::feed(std::string_view bytes) {
       end_line(events);
     } else {
       line_ += c;
+      if (line_.size() + data_.size() > max_event_bytes_) overflowed_ = true;
     }
   }
   return events;

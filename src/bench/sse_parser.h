@@ -14,10 +14,16 @@ namespace optimate::bench {
 
 class SseParser {
  public:
-  // Consumes bytes as they arrive; returns the data of every event they complete, in order.
+  // An event (its line being read and its data so far) past `max_event_bytes` stops the parser:
+  // a server that sends one endless line must not take the client's memory with it.
+  explicit SseParser(size_t max_event_bytes = size_t{256} << 20) : max_event_bytes_(max_event_bytes) {}
+  // Consumes bytes as they arrive; returns the data of every event they complete, in order;
+  // nothing more once overflowed().
   std::vector<std::string> feed(std::string_view bytes);
   // True while an event has started but not ended (a stream cut here lost that event).
   bool mid_event() const { return !line_.empty() || has_data_; }
+  bool overflowed() const { return overflowed_; }
+  size_t max_event_bytes() const { return max_event_bytes_; }
 
  private:
   void end_line(std::vector<std::string>& events);
@@ -26,6 +32,8 @@ class SseParser {
   std::string data_;
   bool has_data_ = false;
   bool after_cr_ = false;  // the last byte was '\r': a following '\n' belongs to the same break
+  size_t max_event_bytes_;
+  bool overflowed_ = false;
 };
 
 }  // namespace optimate::bench

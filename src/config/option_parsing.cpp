@@ -45,6 +45,8 @@ int64_t parse_byte_size(std::string_view text, std::string_view what) {
   else if (unit == "ki" || unit == "kib") scale = 1024.0;
   else if (unit == "mi" || unit == "mib") scale = 1024.0 * 1024.0;
   else if (unit == "gi" || unit == "gib") scale = 1024.0 * 1024.0 * 1024.0;
+  else if (unit == "t" || unit == "tb") scale = 1e12;
+  else if (unit == "ti" || unit == "tib") scale = 1024.0 * 1024.0 * 1024.0 * 1024.0;
   if (end == s.c_str() || scale == 0.0 || !std::isfinite(number) || number < 0 ||
       number * scale > 9e18)
     fail(ErrorCode::kInvalidArgument,

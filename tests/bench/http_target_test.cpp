@@ -70,6 +70,16 @@ TEST(SseParser, SplitsEventsAcrossReadsAndLineEndings) {
   EXPECT_FALSE(p.mid_event());
 }
 
+// A server that streams one line without end stops the parser at its bound instead of taking
+// the client's memory; events within the bound, and their data lines together, still pass.
+TEST(SseParser, AnEventPastItsBoundStopsTheParser) {
+  SseParser p(64);
+  EXPECT_EQ(p.feed("data: " + std::string(50, 'a') + "\n\n"), std::vector<std::string>{std::string(50, 'a')});
+  EXPECT_TRUE(p.feed("data: " + std::string(40, 'b') + "\ndata: " + std::string(30, 'c')).empty());
+  EXPECT_TRUE(p.overflowed());
+  EXPECT_TRUE(p.feed("\n\ndata: ok\n\n").empty());  // nothing more once stopped
+}
+
 TEST(HttpUrl, AcceptsRootAndBaseUrlRejectsTheRest) {
   EXPECT_EQ(parse_http_url("http://127.0.0.1:8000").port, "8000");
   EXPECT_EQ(parse_http_url("http://localhost:8000/v1/").prefix, "");

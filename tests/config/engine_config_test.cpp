@@ -77,6 +77,8 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of([] { parse_byte_size("4 parsecs", "--kv-cache-memory"); }).find("--kv-cache-memory"),
             std::string::npos);
   EXPECT_EQ(parse_byte_size("1.5GB", "x"), 1500000000);
+  EXPECT_EQ(parse_byte_size("2T", "x"), 2000000000000);  // vLLM's sizes take T as well
+  EXPECT_EQ(parse_byte_size("1TiB", "x"), int64_t{1} << 40);
 }
 
 // A benchmark scenario (a [bench] label beside [engine]) is also a configuration to serve.

@@ -81,3 +81,39 @@ def test_missing_model_is_an_engine_error(tmp_path):
     with pytest.raises(EngineError) as err:
         LLM(str(tmp_path / "missing.gguf"))
     assert err.value.code == "not_found"
+
+
+def test_vllm_spellings_are_taken_and_wrong_types_named():
+    """seed=-1 is vLLM's "no seed"; a stop that is not text, an enabled that is not a bool and
+    sampling params that are not SamplingParams are ValueErrors naming them."""
+    assert SamplingParams(seed=-1).seed is None
+    with pytest.raises(ValueError, match="stop"):
+        SamplingParams(stop=123)
+
+
+def test_wrong_types_at_the_engine_are_named(model):
+    from optimate import LLM
+
+    llm = LLM(model, device="cpu", kv_cache_memory="64MiB", max_model_len=512)
+    with pytest.raises(ValueError, match="sampling_params"):
+        llm.generate(["Hello"], 5)
+    with pytest.raises(ValueError, match="enabled"):
+        llm.llm_engine.set_optimizer("priority", enabled="no")
+
+
+def test_chat_takes_openai_message_shapes(model):
+    """As the server and vLLM's LLM.chat: content as a list of text parts, None, or absent."""
+    from optimate import LLM
+
+    llm = LLM(model, device="cpu", kv_cache_memory="64MiB", max_model_len=512)
+    greedy = SamplingParams(temperature=0, max_tokens=4)
+    plain = llm.chat([{"role": "user", "content": "Hi\nthere"}], greedy, use_tqdm=False)
+    parts = llm.chat([{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}],
+                     greedy, use_tqdm=False)
+    assert parts[0].outputs[0].text == plain[0].outputs[0].text
+    llm.chat([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None},
+              {"role": "user", "content": "again"}], greedy, use_tqdm=False)
+    llm.chat([{"role": "user", "content": "Hi"}, {"role": "assistant"}, {"role": "user", "content": "again"}],
+             greedy, use_tqdm=False)
+    with pytest.raises(ValueError, match="text content parts"):
+        llm.chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}], greedy)

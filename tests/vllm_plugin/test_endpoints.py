@@ -73,6 +73,9 @@ def test_bad_requests_get_clear_errors(served):
     assert r.status_code == 400 and "levels" in r.json()["error"]["message"]
     assert http.put("/v1/optimizers/priority", json={"enabled": "yes"}).status_code == 400
     assert http.put("/v1/optimizers/priority", content=b"not json").status_code == 400
+    for value in ([1, 2], None, {"a": 1}):
+        r = http.put("/v1/optimizers/priority", json={"options": {"levels": value}})
+        assert r.status_code == 400 and "options.levels must be a bool, number or string" in r.json()["error"]["message"]
 
 
 def test_a_vllm_without_the_scheduler_says_so(make):

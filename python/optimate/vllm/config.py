@@ -10,14 +10,16 @@ The ``optimate`` entry takes ``optimizers`` (a table per optimizer, the same key
 tables, ``enabled = false`` to configure one without running it), ``config`` (a TOML file; its
 ``[optimizers.*]`` tables come first, ``optimizers`` here override them by name) and
 ``watchdog_ms`` (the guard's bound on one policy call, as ``--optimizer-watchdog-ms``). Without
-an ``optimate`` entry the file named by ``OPTIMATE_VLLM_CONFIG`` is read, and without that the
-``priority`` optimizer runs with its defaults.
+an ``optimate`` entry the file named by ``OPTIMATE_VLLM_CONFIG`` is read, and without that (or
+with an entry that names neither ``optimizers`` nor ``config``) the ``priority`` optimizer runs
+with its defaults.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from typing import Any, Mapping
 
@@ -48,10 +50,16 @@ def _read_file(path: str) -> tuple[list, float]:
     except OSError as e:
         raise ValueError(f"optimate: cannot read the configuration file {path}: {e.strerror}") from e
     specs, watchdog_ms, other = _core.read_optimizer_config(text, path)
+    _check_watchdog(watchdog_ms, f"{path}: optimizer_watchdog_ms")
     if other:
         logger.warning("optimate: %s sets [engine] keys that do not apply inside vLLM (use vLLM's own flags): %s",
                        path, ", ".join(other))
     return list(specs), watchdog_ms
+
+
+def _check_watchdog(value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"optimate: {what} must be a finite number >= 0 (0: off), got {value!r}")
 
 
 def _table_spec(name: str, table: Any) -> tuple:
@@ -86,6 +94,8 @@ def parse_config(entry: Any, env: Mapping[str, str] = os.environ) -> PluginConfi
         if unknown:
             raise ValueError(f"optimate: unknown key(s) {', '.join(unknown)} (known: {', '.join(_KEYS)})")
         specs, watchdog_ms, source = [], 250.0, "--additional-config"
+        if "config" not in entry and "optimizers" not in entry:  # only watchdog_ms (or nothing)
+            specs = [(name, {}, True) for name in DEFAULT_OPTIMIZERS]
         if "config" in entry:
             specs, watchdog_ms = _read_file(str(entry["config"]))
             source = str(entry["config"])
@@ -96,8 +106,7 @@ def parse_config(entry: Any, env: Mapping[str, str] = os.environ) -> PluginConfi
             specs = [s for s in specs if s[0] != name] + [_table_spec(name, table)]
         if "watchdog_ms" in entry:
             watchdog_ms = entry["watchdog_ms"]
-            if isinstance(watchdog_ms, bool) or not isinstance(watchdog_ms, (int, float)) or watchdog_ms < 0:
-                raise ValueError("optimate: watchdog_ms must be a number >= 0 (0: off)")
+            _check_watchdog(watchdog_ms, "watchdog_ms")
         config = PluginConfig(specs, float(watchdog_ms), source)
     check_optimizers(config.optimizers)
     return config

@@ -111,6 +111,9 @@ class OptimizersEndpoint:
                 return error(400, "enabled must be a boolean")
             if "options" in body and not isinstance(body["options"], dict):
                 return error(400, "options must be an object")
+            for key, value in body.get("options", {}).items():
+                if not isinstance(value, (bool, int, float, str)):
+                    return error(400, f"options.{key} must be a bool, number or string, got {type(value).__name__}")
             data = await run("update", {"name": name, **{k: body[k] for k in ("enabled", "options") if k in body}})
             return data if isinstance(data, JSONResponse) else {"object": "list", "data": data}
 
