@@ -57,12 +57,18 @@ bool CompletionStreamReader::on_body(std::string_view bytes, double t_s) {
     error_body_.append(bytes.substr(0, kMaxErrorBodyBytes - std::min(kMaxErrorBodyBytes, error_body_.size())));
     return true;
   }
+  if (last_event_s_ < 0) last_event_s_ = t_s;
   for (const std::string& data : parser_.feed(bytes)) {
     if (malformed_) break;
     on_event(data, t_s);
+    last_event_s_ = t_s;
   }
   if (parser_.overflowed() && !malformed_)
     malformed(fmt::format("an event past {} MiB without an end", parser_.max_event_bytes() >> 20));
+  if (!malformed_ && event_timeout_s_ > 0 && t_s - last_event_s_ > event_timeout_s_) {
+    fail_record(fmt::format("no event from the server for {} s (only comments or partial lines)", event_timeout_s_));
+    malformed_ = true;  // the connection is given up
+  }
   return !malformed_;
 }
 

@@ -24,7 +24,11 @@ std::string completion_request_body(const BenchRequest& request, const std::stri
 
 class CompletionStreamReader {
  public:
-  explicit CompletionStreamReader(RequestRecord& record) : record_(record) {}
+  // `event_timeout_s` (> 0): a 200 stream with no event for that long fails, whatever bytes
+  // arrive in between (comments keep a connection busy but carry nothing: the transport's own
+  // timeout, on silence, never fires for a server that sends one every few seconds forever).
+  explicit CompletionStreamReader(RequestRecord& record, double event_timeout_s = 0.0)
+      : record_(record), event_timeout_s_(event_timeout_s) {}
 
   void on_status(int status) { status_ = status; }
   // Body bytes that arrived at t_s (seconds from the start of the run). Returns false when the
@@ -46,6 +50,8 @@ class CompletionStreamReader {
   bool usage_ = false;
   bool malformed_ = false;
   int64_t num_events_ = 0;  // JSON events read
+  double event_timeout_s_ = 0.0;
+  double last_event_s_ = -1.0;  // when the latest event (or the first body byte) arrived
 };
 
 }  // namespace optimate::bench

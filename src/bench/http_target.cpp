@@ -168,7 +168,7 @@ net::awaitable<void> worker(RunState& s) {
       rec.prompt_tokens = br.prompt_len;
       rec.turn = br.turn;
       rec.arrival_s = s.now_s();
-      CompletionStreamReader reader(rec);
+      CompletionStreamReader reader(rec, s.server.timeout_s);
       ResponseSink sink{[&](int status) { reader.on_status(status); },
                         [&](std::string_view bytes) { return reader.on_body(bytes, s.now_s()); }};
       const std::string error = co_await connection.exchange(request, sink);

@@ -92,6 +92,23 @@ TEST(HttpUrl, AcceptsRootAndBaseUrlRejectsTheRest) {
   EXPECT_THROW(parse_http_url("http://:80"), Error);
 }
 
+// Comments keep bytes coming but carry nothing: past the request timeout with no event the
+// record fails and the connection is given up, as silence fails it (times here are the reader's
+// arguments, not waited for).
+TEST(CompletionStreamReader, BytesWithoutEventsPastTheTimeoutFailTheRequest) {
+  RequestRecord rec;
+  CompletionStreamReader reader(rec, 1.0);
+  reader.on_status(200);
+  EXPECT_TRUE(reader.on_body("data: {\"choices\": [{\"text\": \"a\"}]}\n\n", 0.0));
+  EXPECT_TRUE(reader.on_body(": keep-alive\n", 0.9));
+  EXPECT_TRUE(reader.on_body("data: {\"choices\": [{\"text\": \"b\"}]}\n\n", 1.5));  // an event: the clock restarts
+  EXPECT_TRUE(reader.on_body(": keep-alive\n", 2.4));
+  EXPECT_FALSE(reader.on_body(": keep-alive\n", 2.6));
+  reader.finish(2.6, "");
+  EXPECT_FALSE(rec.success);
+  EXPECT_NE(rec.error.find("no event from the server for 1 s"), std::string::npos) << rec.error;
+}
+
 TEST(CompletionRequestBody, TokenIdsWhenKnownPriorityOnlyWhenSet) {
   BenchRequest r;
   r.prompt_token_ids = {5, 6, 7};
