@@ -62,6 +62,8 @@ class AsyncLLMEngine:
                        priority: Optional[int] = None) -> AsyncIterator[RequestOutput]:
         """Yields the request's RequestOutput after each step it progressed in (per
         ``sampling_params.output_kind``), the last one with ``finished=True``."""
+        if not isinstance(request_id, str):
+            raise ValueError(f"request_id must be a str, got {type(request_id).__name__}")
         fields = _metadata(metadata, priority)
         text, ids = _prompt(self._core_handle, prompt)
         params = _resolve_params(sampling_params, len(ids), self.max_model_len)

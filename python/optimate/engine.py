@@ -88,17 +88,39 @@ def _metadata(metadata: Optional[Mapping[str, Any]], priority: Optional[int]) ->
     return out
 
 
+def _token_ids(ids: Any) -> list[int]:
+    """Token ids as given: ints (not bools, floats or strings) in int32's range; the engine
+    checks them against the vocabulary."""
+    if isinstance(ids, (str, bytes, bytearray)) or not isinstance(ids, Sequence):
+        raise ValueError(f"token ids must be a list of ints, got {type(ids).__name__}")
+    for t in ids:
+        if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < 2**31:
+            raise ValueError(f"token ids must be ints in [0, 2**31), got {t!r}")
+    return list(ids)
+
+
+def _text(text: Any) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"a prompt's text must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"a prompt's text must be valid Unicode: {e.reason} at {e.start}") from None
+    return text
+
+
 def _prompt(core, prompt: PromptType) -> tuple[Optional[str], list[int]]:
     if isinstance(prompt, str):
-        return prompt, core.encode(prompt)
+        return prompt, core.encode(_text(prompt))
     if isinstance(prompt, Mapping):
         if "prompt_token_ids" in prompt:
-            return prompt.get("prompt"), [int(t) for t in prompt["prompt_token_ids"]]
+            text = prompt.get("prompt")
+            return (None if text is None else _text(text)), _token_ids(prompt["prompt_token_ids"])
         if "prompt" in prompt:
-            return prompt["prompt"], core.encode(prompt["prompt"])
+            return prompt["prompt"], core.encode(_text(prompt["prompt"]))
         raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
-    if isinstance(prompt, Sequence) and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return None, list(prompt)
+    if isinstance(prompt, Sequence) and not isinstance(prompt, (bytes, bytearray)):
+        return None, _token_ids(prompt)
     raise ValueError(f"a prompt is a str, a list of token ids or a dict, got {type(prompt).__name__}")
 
 

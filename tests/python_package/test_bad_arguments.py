@@ -117,3 +117,13 @@ def test_chat_takes_openai_message_shapes(model):
              greedy, use_tqdm=False)
     with pytest.raises(ValueError, match="text content parts"):
         llm.chat([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}], greedy)
+
+
+@pytest.mark.parametrize("prompt, word", [
+    (b"hello", "prompt"), ([1.7, 5], "token ids"), (["5"], "token ids"), ([2**63], "token ids"),
+    ({"prompt": None}, "text"), ({"prompt_token_ids": "12"}, "token ids"), ("\ud800", "Unicode"),
+])
+def test_prompts_of_the_wrong_shape_are_named(model, prompt, word):
+    engine = create_optimized_engine(small_args(model, max_model_len=64))
+    with pytest.raises(ValueError, match=word):
+        engine.add_request("r", prompt, SamplingParams(max_tokens=2))
