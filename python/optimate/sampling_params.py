@@ -46,6 +46,9 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if self.seed == -1:  # vLLM's spelling of "no seed"
             self.seed = None
+        if isinstance(self.n, int) and self.n > 1 and isinstance(self.temperature, (int, float)) \
+                and self.temperature < 1e-5:
+            raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}")  # as vLLM
         if self.stop is None:
             self.stop = []
         elif isinstance(self.stop, str):

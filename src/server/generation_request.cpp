@@ -132,6 +132,9 @@ void validate_sampling(const GenerationRequest& r) {
   }
   if (r.max_tokens && *r.max_tokens < 1)
     bad_request(r.max_tokens_field, "{} must be at least 1, got {}", r.max_tokens_field, *r.max_tokens);
+  // vLLM's rule (its SamplingParams): greedy samples are all the same sample.
+  if (r.params.n > 1 && r.params.temperature < 1e-5f)
+    bad_request("n", "n must be 1 when using greedy sampling, got {}.", r.params.n);
 }
 
 void resolve_max_tokens(GenerationRequest& r, int64_t num_prompt_tokens, int64_t max_model_len,

@@ -346,3 +346,10 @@ def test_continuous_usage_stats_count_each_chat_choice_alone(client):
             last[i] = c.usage.completion_tokens
     assert last == {0: 3, 1: 3}
     assert chunks[-1].usage.completion_tokens == 6
+
+
+def test_greedy_sampling_with_n_above_one_is_refused_as_vllm_refuses_it(client):
+    with pytest.raises(openai.BadRequestError, match="n must be 1 when using greedy sampling"):
+        client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=2, n=2, temperature=0)
+    r = client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=2, n=2, temperature=0.7, seed=1)
+    assert len(r.choices) == 2

@@ -87,6 +87,8 @@ def test_vllm_spellings_are_taken_and_wrong_types_named():
     """seed=-1 is vLLM's "no seed"; a stop that is not text, an enabled that is not a bool and
     sampling params that are not SamplingParams are ValueErrors naming them."""
     assert SamplingParams(seed=-1).seed is None
+    with pytest.raises(ValueError, match="n must be 1 when using greedy sampling"):
+        SamplingParams(n=3, temperature=0)
     with pytest.raises(ValueError, match="stop"):
         SamplingParams(stop=123)
 
