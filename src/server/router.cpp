@@ -21,9 +21,47 @@ void send_error(HttpExchange& exchange, int status, const std::string& message,
   exchange.send_json(status, error_body(status, message, param), std::move(headers));
 }
 
+namespace {
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
 std::string Router::path_of(const HttpRequest& request) {
   std::string_view target(request.target().data(), request.target().size());
-  return std::string(target.substr(0, target.find('?')));
+  // An absolute-form target (RFC 9112 3.2.2: "http://host/path", which servers must accept)
+  // routes by its path.
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() >= scheme.size() &&
+        boost::beast::iequals(boost::beast::string_view(target.data(), scheme.size()),
+                              boost::beast::string_view(scheme.data(), scheme.size()))) {
+      const size_t slash = target.find_first_of("/?", scheme.size());
+      target = slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+      if (target.front() == '?') return "/";
+      break;
+    }
+  }
+  target = target.substr(0, target.find('?'));
+  // Percent-encoded bytes route as the bytes they stand for (as the ASGI servers vLLM runs on
+  // decode them); a '%' not followed by two hex digits stays as it is.
+  std::string path;
+  path.reserve(target.size());
+  for (size_t i = 0; i < target.size(); ++i) {
+    const int hi = target[i] == '%' && i + 2 < target.size() ? hex_digit(target[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_digit(target[i + 2]) : -1;
+    if (lo >= 0) {
+      path += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      path += target[i];
+    }
+  }
+  return path;
 }
 
 std::optional<std::string> Router::query_param(const HttpRequest& request, std::string_view name) {

@@ -175,6 +175,20 @@ TEST(HttpProtocol, ATransferCodingOtherThanChunkedIs501) {
   EXPECT_EQ(plain.rfind("HTTP/1.1 200", 0), 0u) << plain;
 }
 
+// Targets route as the ASGI servers vLLM runs on route them: an absolute-form target by its path
+// (RFC 9112 3.2.2) and percent-encoded bytes as the bytes they stand for.
+TEST(HttpProtocol, AbsoluteFormAndPercentEncodedTargetsRouteByTheirPath) {
+  Harness h;
+  auto get = [&](const std::string& target) {
+    TestClient c(h.port());
+    c.send_raw("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    return c.read_until_closed();
+  };
+  for (const char* target : {"http://x/health", "HTTP://127.0.0.1:9/v1/models?x=1", "/v1/%6dodels", "/%68ealth"})
+    EXPECT_EQ(get(target).rfind("HTTP/1.1 200", 0), 0u) << target;
+  EXPECT_EQ(get("/v1/models%zz").rfind("HTTP/1.1 404", 0), 0u);  // not an escape: the path as sent
+}
+
 // The write timeout runs from the last byte the client took: a client that reads a response
 // of megabytes slowly, but keeps reading, gets all of it (timed from the start of the write, a
 // response that took the client longer than the timeout to read was cut off). The response,
