@@ -110,6 +110,10 @@ void HttpConnection::on_header(beast::error_code ec) {
   if (closed_) return;
   if (ec) return on_read(ec);
   auto& header = parser_->get();
+  // HTTP/1.1 requires a Host header (RFC 9112 3.2); h11, under the servers vLLM runs on, answers
+  // 400 without one.
+  if (header.version() == 11 && header.find(http::field::host) == header.end())
+    return reject_and_close(400, "Missing mandatory Host: header");
   // Only "chunked" is a transfer coding this server decodes; a body in any other (gzip, chunked)
   // would be read as if plain: RFC 9112 answers 501.
   if (auto coding = header[http::field::transfer_encoding]; !coding.empty() && !beast::iequals(coding, "chunked"))

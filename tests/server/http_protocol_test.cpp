@@ -189,6 +189,20 @@ TEST(HttpProtocol, AbsoluteFormAndPercentEncodedTargetsRouteByTheirPath) {
   EXPECT_EQ(get("/v1/models%zz").rfind("HTTP/1.1 404", 0), 0u);  // not an escape: the path as sent
 }
 
+// HTTP/1.1 without Host is a 400, as h11 answers it; HTTP/1.0 needs none.
+TEST(HttpProtocol, Http11WithoutHostIs400) {
+  Harness h;
+  auto get = [&](const std::string& version) {
+    TestClient c(h.port());
+    c.send_raw("GET /health " + version + "\r\nConnection: close\r\n\r\n");
+    return c.read_until_closed();
+  };
+  const std::string missing = get("HTTP/1.1");
+  EXPECT_EQ(missing.rfind("HTTP/1.1 400", 0), 0u) << missing;
+  EXPECT_NE(missing.find("Host"), std::string::npos) << missing;
+  EXPECT_EQ(get("HTTP/1.0").rfind("HTTP/1.1 200", 0), 0u);
+}
+
 // The write timeout runs from the last byte the client took: a client that reads a response
 // of megabytes slowly, but keeps reading, gets all of it (timed from the start of the write, a
 // response that took the client longer than the timeout to read was cut off). The response,
