@@ -13,7 +13,8 @@ void SamplingParams::validate() const {
   if (max_tokens < 1) bad("max_tokens", max_tokens, "at least 1");
   if (min_tokens < 0) bad("min_tokens", min_tokens, "non-negative");
   if (min_tokens > max_tokens) bad("min_tokens", min_tokens, "at most max_tokens");
-  if (!std::isfinite(temperature) || temperature < 0.0f) bad("temperature", temperature, "non-negative");
+  if (!std::isfinite(temperature) || temperature < 0.0f || temperature > 2.0f)
+    bad("temperature", temperature, "in [0, 2]");  // vLLM's bounds
   if (!std::isfinite(top_p) || top_p <= 0.0f || top_p > 1.0f) bad("top_p", top_p, "in (0, 1]");
   if (top_k < -1) bad("top_k", top_k, "-1 (off) or positive");
   if (!std::isfinite(min_p) || min_p < 0.0f || min_p > 1.0f) bad("min_p", min_p, "in [0, 1]");

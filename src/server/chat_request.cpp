@@ -76,9 +76,7 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
     if (!m.is_object()) bad_request("messages", "messages[{}] must be an object", i);
     auto role = get_string(m, "role");
     if (!role) bad_request("messages", "messages[{}].role is required", i);
-    if (*role != "system" && *role != "developer" && *role != "user" && *role != "assistant" &&
-        *role != "tool")
-      bad_request("messages", "messages[{}].role '{}' is not a valid role", i, *role);
+    // Any role a template can render, as vLLM's custom message type takes it.
     auto content = m.find("content");
     ChatMessage message{*role, content == m.end() ? std::string() : message_content(*content, i)};
     if (auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
@@ -109,7 +107,7 @@ ChatRequest parse_chat_request(const Json& body, int64_t vocab_size) {
   r.echo = get_bool(body, "echo").value_or(false);
   r.logprobs = get_bool(body, "logprobs").value_or(false);
   auto top = get_int(body, "top_logprobs");
-  if (top && !r.logprobs) bad_request("top_logprobs", "top_logprobs requires logprobs=true");
+  if (top && *top != 0 && !r.logprobs) bad_request("top_logprobs", "top_logprobs requires logprobs=true");
   if (r.logprobs) r.params.logprobs = top.value_or(0);
   if (top) r.logprobs_field = "top_logprobs";
   // echo in chat repeats the last message; the prompt's logprobs come only with prompt_logprobs.

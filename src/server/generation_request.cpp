@@ -32,7 +32,8 @@ void parse_token_controls(const Json& body, GenerationRequest& r, int64_t vocab_
       if (id < 0 || id >= vocab_size)
         bad_request("logit_bias", "logit_bias keys must be token ids in [0, {}), got '{}'", vocab_size, key);
       if (!value.is_number()) bad_request("logit_bias", "logit_bias[{}] must be a number", key);
-      p.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+      // vLLM clamps a bias to [-100, 100] rather than refusing it.
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), std::clamp(value.get<float>(), -100.0f, 100.0f));
     }
   }
   if (auto ids = get_int_list(body, "allowed_token_ids")) {
@@ -71,13 +72,11 @@ void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t voc
   if (auto v = get_bool(body, "ignore_eos")) p.ignore_eos = *v;
   if (auto v = get_int(body, "min_tokens")) p.min_tokens = *v;
   p.stop = get_string_or_strings(body, "stop");
-  if (auto ids = get_int_list(body, "stop_token_ids")) {
+  // Any integer, as vLLM takes them: an id outside the vocabulary can never be drawn, so it stops
+  // nothing and is dropped.
+  if (auto ids = get_int_list(body, "stop_token_ids"))
     for (int64_t id : *ids)
-      if (id < 0 || id >= vocab_size)
-        bad_request("stop_token_ids", "stop_token_ids must be token ids in [0, {}), got {}",
-                    vocab_size, id);
-    p.stop_token_ids = *ids;
-  }
+      if (id >= 0 && id < vocab_size) p.stop_token_ids.push_back(id);
   if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
   if (auto v = get_int(body, "priority")) r.priority = ClientPriority{*v};
@@ -105,7 +104,7 @@ void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t voc
 
   r.stream = get_bool(body, "stream").value_or(false);
   if (const Json* options = get_object(body, "stream_options")) {
-    if (!r.stream)
+    if (!r.stream && !options->empty())  // vLLM lets an empty object pass
       bad_request("stream_options", "Stream options can only be defined when `stream=True`.");
     r.include_usage = get_bool(*options, "include_usage").value_or(false);
     r.continuous_usage_stats = get_bool(*options, "continuous_usage_stats").value_or(false);

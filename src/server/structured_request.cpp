@@ -108,9 +108,7 @@ std::optional<GrammarSpec> parse_structured_outputs(const Json& body) {
       add(found, {GrammarKind::kStructuralTag, structural_tag(*v, "structured_outputs.structural_tag"), {}, true,
                   "structured_outputs.structural_tag"});
     if (get_bool(*so, "disable_any_whitespace").value_or(false)) any_whitespace = false;
-    if (get_string(*so, "whitespace_pattern"))
-      bad_request("structured_outputs", "structured_outputs.whitespace_pattern is not supported (it is an outlines "
-                  "option); use disable_any_whitespace");
+    // whitespace_pattern is an outlines option: vLLM's xgrammar backend ignores it, and so does this.
   }
 
   if (auto v = body.find("guided_json"); v != body.end() && !v->is_null())
@@ -125,9 +123,6 @@ std::optional<GrammarSpec> parse_structured_outputs(const Json& body) {
       backend && *backend != "xgrammar" && *backend != "auto")
     bad_request("guided_decoding_backend", "guided_decoding_backend '{}' is not available: the grammar engine is "
                 "xgrammar", *backend);
-  if (get_string(body, "guided_whitespace_pattern"))
-    bad_request("guided_whitespace_pattern", "guided_whitespace_pattern is not supported (it is an outlines "
-                "option); use structured_outputs.disable_any_whitespace");
 
   if (found.empty()) return std::nullopt;
   if (found.size() > 1)

@@ -1,6 +1,8 @@
 // Request fields vLLM reads that Optimate does not build. Each is refused with a 400 naming it
 // when its value would change the result; at its default it is accepted, since clients send
 // defaults (the openai client sends none of these unless asked).
+#include <string_view>
+
 #include "server/api_error.h"
 #include "server/openai_request.h"
 
@@ -35,6 +37,9 @@ bool set(const Json& body, const char* field) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return false;
   if ((it->is_object() || it->is_array()) && it->empty()) return false;
+  // vLLM spells "no budget" -1 as well as null.
+  if (std::string_view(field) == "thinking_token_budget" && it->is_number_integer() && it->get<int64_t>() == -1)
+    return false;
   return true;
 }
 

@@ -353,3 +353,21 @@ def test_greedy_sampling_with_n_above_one_is_refused_as_vllm_refuses_it(client):
         client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=2, n=2, temperature=0)
     r = client.completions.create(model=MODEL_NAME, prompt="Hi", max_tokens=2, n=2, temperature=0.7, seed=1)
     assert len(r.choices) == 2
+
+
+def test_bodies_vllm_takes_are_taken_and_those_it_refuses_refused(server):
+    """Field by field against vLLM 0.26's request classes and SamplingParams (each verdict read
+    from its source): what it accepts is a 200 here too, what it refuses a 400."""
+    def post(path, body):
+        return httpx.post(server.url + path, json={"model": MODEL_NAME, "max_tokens": 2, **body}, timeout=60.0)
+
+    chat = {"messages": [{"role": "user", "content": "hi"}]}
+    assert post("/v1/chat/completions", {**chat, "top_logprobs": 0}).status_code == 200
+    assert post("/v1/completions", {"prompt": "hi", "stream_options": {}}).status_code == 200
+    assert post("/v1/completions", {"prompt": "hi", "stop_token_ids": [100000, -1]}).status_code == 200
+    assert post("/v1/completions", {"prompt": "hi", "logit_bias": {"100": 200}}).status_code == 200
+    assert post("/v1/completions", {"prompt": "hi", "thinking_token_budget": -1}).status_code == 200
+    assert post("/v1/chat/completions", {"messages": [{"role": "narrator", "content": "x"},
+                                                      {"role": "user", "content": "hi"}]}).status_code == 200
+    r = post("/v1/completions", {"prompt": "hi", "temperature": 5})
+    assert r.status_code == 400 and "temperature" in r.json()["error"]["message"], r.text

@@ -90,7 +90,8 @@ TEST(CompletionRequest, WrongTypesAndRangesAre400sNamingTheField) {
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "stream_options": {"include_usage": true}})")),
             "stream_options");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "logprobs": 21})")), "logprobs");
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": [-1]})")), "stop_token_ids");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": [-1]})")), "<accepted>");  // vLLM takes any int
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": ["2"]})")), "stop_token_ids");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "echo": "yes"})")), "echo");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 4.0})")), "<accepted>");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": null})")), "<accepted>");
@@ -109,7 +110,9 @@ TEST(ChatRequest, MessagesAndChatOnlyFields) {
   EXPECT_EQ(*r.params.logprobs, 2);
   EXPECT_FALSE(r.add_special_tokens);
   EXPECT_EQ(error_param(body(R"({"messages": []})"), true), "messages");
-  EXPECT_EQ(error_param(body(R"({"messages": [{"role": "wizard", "content": "x"}]})"), true), "messages");
+  // Any role a template renders, as vLLM's CustomChatCompletionMessageParam takes it.
+  EXPECT_EQ(error_param(body(R"({"messages": [{"role": "wizard", "content": "x"}]})"), true), "<accepted>");
+  EXPECT_EQ(error_param(body(R"({"messages": [{"role": 5, "content": "x"}]})"), true), "role");
   EXPECT_EQ(error_param(body(R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})"), true),
             "messages");
   EXPECT_EQ(error_param(body(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})"), true),
