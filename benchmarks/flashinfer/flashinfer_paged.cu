@@ -9,38 +9,33 @@
 #include "flashinfer_prefill_kernel.cuh"
 
 namespace optimate::cuda::bench {
-namespace {
 
-void check(cudaError_t status, const char* what) {
+void flashinfer_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
 }
 
-template <typename T>
-T* upload(const std::vector<T>& h) {
-  T* d = nullptr;
-  OPTIMATE_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)));
-  OPTIMATE_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
+FlashInferPages flashinfer_pages(const FlashInferBatch& b, int64_t page_size) {
+  FlashInferPages out;
+  for (size_t i = 0; i < b.kv_len.size(); ++i) {
+    const int64_t pages = (b.kv_len[i] + page_size - 1) / page_size;
+    const auto row = b.table.begin() + static_cast<int64_t>(i) * b.max_pages;
+    out.indices.insert(out.indices.end(), row, row + pages);
+    out.kv_indptr.push_back(static_cast<int32_t>(out.indices.size()));
+    out.last_page_len.push_back(static_cast<int32_t>(b.kv_len[i] - (pages - 1) * page_size));
+  }
+  return out;
 }
-
-}  // namespace
 
 FlashInferPrefill::FlashInferPrefill(const FlashInferShape& shape, const FlashInferBatch& b, cudaStream_t stream)
     : shape_(shape) {
   if (shape.head_dim != kFiHeadDim) throw std::invalid_argument("the benchmark instantiates head_dim 128 only");
   batch_ = static_cast<int64_t>(b.kv_len.size());
   rows_ = b.qo_indptr.back();
-  // The adapter: each sequence's block-table row becomes FlashInfer's page list.
-  std::vector<int32_t> kv_indptr{0}, indices, last_page_len;
-  for (int64_t i = 0; i < batch_; ++i) {
-    const int64_t pages = (b.kv_len[i] + shape.page_size - 1) / shape.page_size;
-    indices.insert(indices.end(), b.table.begin() + i * b.max_pages, b.table.begin() + i * b.max_pages + pages);
-    kv_indptr.push_back(static_cast<int32_t>(indices.size()));
-    last_page_len.push_back(static_cast<int32_t>(b.kv_len[i] - (pages - 1) * shape.page_size));
-  }
+  FlashInferPages pages = flashinfer_pages(b, shape.page_size);
+  std::vector<int32_t>& kv_indptr = pages.kv_indptr;
   std::vector<int32_t> qo_indptr = b.qo_indptr;
   size_t float_bytes = 0, int_bytes = 0;
-  check(flashinfer::PrefillPlanWorkspaceSize<int32_t>(
+  flashinfer_check(flashinfer::PrefillPlanWorkspaceSize<int32_t>(
             float_bytes, int_bytes, qo_indptr.data(), kv_indptr.data(), rows_, batch_, shape.num_qo_heads,
             shape.num_kv_heads, kFiHeadDim, kFiHeadDim, shape.page_size, /*enable_cuda_graph=*/false,
             sizeof(__nv_bfloat16), /*window_left=*/-1, /*fixed_split_size=*/-1, /*disable_split_kv=*/false,
@@ -52,7 +47,7 @@ FlashInferPrefill::FlashInferPrefill(const FlashInferShape& shape, const FlashIn
   OPTIMATE_CUDA_CHECK(cudaMalloc(&int_ws_, int_bytes));
   OPTIMATE_CUDA_CHECK(cudaMallocHost(&pinned_ws_, int_bytes));
   flashinfer::PrefillPlanInfo info;
-  check(flashinfer::PrefillPlan<int32_t>(float_ws_, float_bytes, int_ws_, pinned_ws_, int_bytes, info,
+  flashinfer_check(flashinfer::PrefillPlan<int32_t>(float_ws_, float_bytes, int_ws_, pinned_ws_, int_bytes, info,
                                          qo_indptr.data(), kv_indptr.data(), rows_, batch_, shape.num_qo_heads,
                                          shape.num_kv_heads, kFiHeadDim, kFiHeadDim, shape.page_size,
                                          /*enable_cuda_graph=*/false, sizeof(__nv_bfloat16), -1, -1, false, 0, 0,
@@ -62,10 +57,10 @@ FlashInferPrefill::FlashInferPrefill(const FlashInferShape& shape, const FlashIn
   plan_ = info.ToVector();
   cta_tile_q_ = info.cta_tile_q;
   split_kv_ = info.split_kv;
-  d_qo_indptr_ = upload(qo_indptr);
-  d_kv_indptr_ = upload(kv_indptr);
-  d_kv_indices_ = upload(indices);
-  d_last_page_len_ = upload(last_page_len);
+  d_qo_indptr_ = flashinfer_upload(qo_indptr);
+  d_kv_indptr_ = flashinfer_upload(kv_indptr);
+  d_kv_indices_ = flashinfer_upload(pages.indices);
+  d_last_page_len_ = flashinfer_upload(pages.last_page_len);
 }
 
 FlashInferPrefill::~FlashInferPrefill() {
@@ -119,7 +114,7 @@ void FlashInferPrefill::run(const __nv_bfloat16* q, const __nv_bfloat16* k_arena
     case 128: status = flashinfer_prefill_tile<128>(p, tmp_v, tmp_s, stream); break;
     default: throw std::runtime_error("FlashInfer planned a query tile of " + std::to_string(info.cta_tile_q));
   }
-  check(status, "BatchPrefillWithPagedKVCacheDispatched");
+  flashinfer_check(status, "BatchPrefillWithPagedKVCacheDispatched");
 }
 
 }  // namespace optimate::cuda::bench

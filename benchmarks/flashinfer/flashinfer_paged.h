@@ -7,6 +7,7 @@
 // project's kernels: only cuda_flashinfer_bench builds it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,25 @@ struct FlashInferBatch {
   std::vector<int32_t> table;      // [batch, max_pages] slot ids
   int64_t max_pages = 0;
 };
+
+// The adapter: each sequence's block-table row as FlashInfer's page list (CSR: kv_indptr
+// [batch + 1] into the page ids), with each sequence's last page length.
+struct FlashInferPages {
+  std::vector<int32_t> kv_indptr{0}, indices, last_page_len;
+};
+FlashInferPages flashinfer_pages(const FlashInferBatch& batch, int64_t page_size);
+
+// Throws std::runtime_error naming `what` unless `status` is cudaSuccess.
+void flashinfer_check(cudaError_t status, const char* what);
+
+// A device copy of `h` (at least one element), freed with cudaFree.
+template <typename T>
+T* flashinfer_upload(const std::vector<T>& h) {
+  T* d = nullptr;
+  flashinfer_check(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)), "cudaMalloc");
+  flashinfer_check(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  return d;
+}
 
 struct FlashInferShape {
   int64_t num_qo_heads = 32, num_kv_heads = 8, head_dim = 128, page_size = 16;

@@ -20,10 +20,6 @@ constexpr uint32_t kHeadDim = 128;
 using Bf16 = cutlass::bfloat16_t;
 using Params = flashinfer::BatchPrefillPagedParams<Bf16, Bf16, Bf16, int32_t>;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
-
 // The plan's integer workspace: its work list holds at most (rows / 128 + batch) tiles per
 // query head, seven int32 arrays of them and the multiprocessors' offsets, each 16-byte aligned.
 size_t int_workspace_bytes(int64_t rows, int64_t batch, int64_t heads) {
@@ -39,30 +35,26 @@ FlashInferPrefillSm90::FlashInferPrefillSm90(const FlashInferShape& shape, const
   if (shape.head_dim != kHeadDim) throw std::invalid_argument("the benchmark instantiates head_dim 128 only");
   batch_ = static_cast<int64_t>(b.kv_len.size());
   rows_ = b.qo_indptr.back();
-  std::vector<int32_t> kv_indptr{0}, indices, kv_len = b.kv_len;
-  for (int64_t i = 0; i < batch_; ++i) {
-    const int64_t pages = (b.kv_len[i] + shape.page_size - 1) / shape.page_size;
-    indices.insert(indices.end(), b.table.begin() + i * b.max_pages, b.table.begin() + i * b.max_pages + pages);
-    kv_indptr.push_back(static_cast<int32_t>(indices.size()));
-  }
-  std::vector<int32_t> qo_indptr = b.qo_indptr;
+  FlashInferPages pages = flashinfer_pages(b, shape.page_size);
+  std::vector<int32_t> qo_indptr = b.qo_indptr, kv_len = b.kv_len;
   const size_t int_bytes = int_workspace_bytes(rows_, batch_, shape.num_qo_heads);
   OPTIMATE_CUDA_CHECK(cudaMalloc(&int_ws_, int_bytes));
   OPTIMATE_CUDA_CHECK(cudaMallocHost(&pinned_ws_, int_bytes));
   flashinfer::PrefillPlanSM90Info info;
   // The float workspace is unused by the SM90 plan (it splits no KV): none is passed.
-  check(flashinfer::PrefillSM90Plan<int32_t>(nullptr, 0, int_ws_, pinned_ws_, int_bytes, info, qo_indptr.data(),
-                                              kv_indptr.data(), kv_len.data(), static_cast<uint32_t>(rows_),
-                                              static_cast<uint32_t>(batch_), shape.num_qo_heads, shape.num_kv_heads,
-                                              kHeadDim, kHeadDim, shape.page_size, /*causal=*/true,
-                                              /*enable_cuda_graph=*/false, sizeof(__nv_bfloat16), stream),
-        "PrefillSM90Plan");
+  flashinfer_check(
+      flashinfer::PrefillSM90Plan<int32_t>(nullptr, 0, int_ws_, pinned_ws_, int_bytes, info, qo_indptr.data(),
+                                           pages.kv_indptr.data(), kv_len.data(), static_cast<uint32_t>(rows_),
+                                           static_cast<uint32_t>(batch_), shape.num_qo_heads, shape.num_kv_heads,
+                                           kHeadDim, kHeadDim, shape.page_size, /*causal=*/true,
+                                           /*enable_cuda_graph=*/false, sizeof(__nv_bfloat16), stream),
+      "PrefillSM90Plan");
   OPTIMATE_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (info.same_schedule_for_all_heads)
-    throw std::runtime_error("FlashInfer's SM90 plan chose one schedule for all heads, which the benchmark does not build");
+    throw std::runtime_error(
+        "FlashInfer's SM90 plan chose one schedule for all heads, which the benchmark does not build");
   plan_ = info.ToVector();
-  OPTIMATE_CUDA_CHECK(cudaMalloc(&d_kv_indices_, std::max<size_t>(1, indices.size()) * sizeof(int32_t)));
-  OPTIMATE_CUDA_CHECK(cudaMemcpy(d_kv_indices_, indices.data(), indices.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  d_kv_indices_ = flashinfer_upload(pages.indices);
 }
 
 FlashInferPrefillSm90::~FlashInferPrefillSm90() {
@@ -109,7 +101,7 @@ void FlashInferPrefillSm90::run(const __nv_bfloat16* q, const __nv_bfloat16* k_a
   p.head_indices = GetPtrFromBaseOffset<int32_t>(int_ws_, info.head_indices_offset);
   p.work_indptr = GetPtrFromBaseOffset<int32_t>(int_ws_, info.work_indptr_offset);
   p.batch_indices = GetPtrFromBaseOffset<int32_t>(int_ws_, info.batch_indices_offset);
-  check(flashinfer::BatchPrefillWithPagedKVCacheDispatched<kHeadDim, kHeadDim, flashinfer::MaskMode::kCausal,
+  flashinfer_check(flashinfer::BatchPrefillWithPagedKVCacheDispatched<kHeadDim, kHeadDim, flashinfer::MaskMode::kCausal,
                                                            /*LEFT_SLIDING_WINDOW=*/false,
                                                            /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false,
                                                            flashinfer::DefaultAttention</*soft_cap=*/false>>(
