@@ -13,8 +13,13 @@
 #     configs/workloads/offline-1000-h200.toml with configs/h200-throughput{,-fp8}.toml
 #   batch-1 decode, bf16 and FP8 weights: cuda_decode_bench --only batch1 (overlapped steps)
 # Each HTTP row reports output tok/s with mean and P99 TPOT and P99 ITL.
+#   kv-bound decode with the kv_quant optimizer at int4 (configs/kv/dynamic-int4.toml), row
+#     kv-int4dyn, and vLLM served the same load with the same limits, bf16 and fp8 KV, rows
+#     vllm-kv-bf16 and vllm-kv-fp8 (VLLM_PYTHON runs it, VLLM_MODEL its model folder; not default)
 # Usage: gpu-rows.sh BUILD_DIR OUT_DIR   (BUILD_DIR holds optimate and cuda_decode_bench)
 # OPTIMATE_ROWS picks rows (default: kv-bf16 kv-fp8 bursts saturated offline batch1).
+# OPTIMATE_ROWS_GPU_UTIL sets the KV-bound rows' gpu_memory_utilization on both engines (default
+# the configurations' 0.25 of an H200, 35 GiB; 0.44 gives an 80 GB card the same memory).
 set -uo pipefail
 build=${1:?usage: gpu-rows.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-rows.sh BUILD_DIR OUT_DIR}
@@ -47,10 +52,27 @@ row() { echo "| $1 | $2 |" | tee -a "$table"; }
 # serve_and_bench NAME CONFIG WORKLOAD: one fresh server, one `optimate bench --url` run.
 serve_and_bench() {
   local name=$1 config=$2 workload=$3
+  local util=()
+  [[ -n ${OPTIMATE_ROWS_GPU_UTIL:-} && $config == configs/kv/* ]] && util=(--gpu-memory-utilization "$OPTIMATE_ROWS_GPU_UTIL")
   "$bin" serve --config "$root/$config" --device cuda --tokenizer "$root/models/llama3-tokenizer" \
-    --served-model-name llama3-dummy --port "$port" >"$out/$name.serve.log" 2>&1 &
-  local pid=$! up=0
-  for _ in $(seq 1 240); do
+    --served-model-name llama3-dummy --port "$port" "${util[@]}" >"$out/$name.serve.log" 2>&1 &
+  bench_server "$name" "$!" "$workload"
+}
+
+# vllm_serve_and_bench NAME KV_DTYPE WORKLOAD: vLLM served with the KV-bound rows' limits.
+vllm_serve_and_bench() {
+  local name=$1 dtype=$2 workload=$3
+  VLLM_USE_FLASHINFER_SAMPLER=0 "${VLLM_PYTHON:-python3}" -m vllm.entrypoints.openai.api_server \
+    --model "${VLLM_MODEL:-/tmp/vllm-model}" --load-format dummy --served-model-name llama3-dummy --port "$port" \
+    --gpu-memory-utilization "${OPTIMATE_ROWS_GPU_UTIL:-0.25}" --max-num-seqs 512 --max-num-batched-tokens 8192 \
+    --no-enable-prefix-caching --kv-cache-dtype "$dtype" >"$out/$name.serve.log" 2>&1 &
+  bench_server "$name" "$!" "$workload"
+}
+
+# bench_server NAME PID WORKLOAD: wait for the server PID, run the load, stop it, add its rows.
+bench_server() {
+  local name=$1 pid=$2 workload=$3 up=0
+  for _ in $(seq 1 400); do
     curl -sf "$url/health" >/dev/null && { up=1; break; }
     kill -0 $pid 2>/dev/null || break
     sleep 1
@@ -66,6 +88,11 @@ serve_and_bench() {
      --served-model-name llama3-dummy --out "$out/$name") >"$out/$name.bench.log" 2>&1 || status=1
   kill -TERM $pid
   wait $pid || status=1
+  # the next server sizes its cache from free memory: wait for this one's (and its children's)
+  for _ in $(seq 1 60); do
+    (( $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1) < 2048 )) && break
+    sleep 1
+  done
   rm -f "$out/$name"/*.svg
   row "$name" "$(summary "$out/$name")"
   row "$name KV capacity" "$(grep -hoE 'GPU KV cache size: [0-9,]+ tokens|Maximum concurrency for [0-9,]+ tokens per request: [0-9.]+x' \
@@ -77,6 +104,10 @@ echo "| row | Optimate |" | tee -a "$table"
 echo "|---|---|" | tee -a "$table"
 [[ $rows == *" kv-bf16 "* ]] && serve_and_bench kv-bound-bf16 configs/kv/bf16.toml configs/workloads/kv-bound-decode-h200.toml
 [[ $rows == *" kv-fp8 "* ]] && serve_and_bench kv-bound-fp8 configs/kv/fp8.toml configs/workloads/kv-bound-decode-h200.toml
+[[ $rows == *" kv-int4dyn "* ]] &&
+  serve_and_bench kv-bound-kv-quant-int4 configs/kv/dynamic-int4.toml configs/workloads/kv-bound-decode-h200.toml
+[[ $rows == *" vllm-kv-bf16 "* ]] && vllm_serve_and_bench vllm-kv-bound-bf16 auto configs/workloads/kv-bound-decode-h200.toml
+[[ $rows == *" vllm-kv-fp8 "* ]] && vllm_serve_and_bench vllm-kv-bound-fp8 fp8 configs/workloads/kv-bound-decode-h200.toml
 if [[ $rows == *" bursts "* ]]; then
   OPTIMATE_SERVING_PORT=$port "$root/scripts/gpu-serving.sh" "$bin" "$out/bursts" bf16 >"$out/bursts.log" 2>&1 || status=1
   row "prefill-heavy bursts, bf16" "$(summary "$out/bursts/bf16")"

@@ -18,6 +18,8 @@
 #   PRIORITY_OPTIONS  the priority optimizer's options as JSON (default {}: its defaults),
 #                 e.g. '{"preempt_after_ms": 200}'
 #   BENCH_FLAGS   more `optimate bench` flags, e.g. "--set workload.num_requests=1500"
+#   VLLM_GPU_UTIL each server's --gpu-memory-utilization (default 0.3; three servers share the card,
+#                 so 0.27 on an 80 GB card: each holds ~15 GiB of weights, 4 GiB of KV and its graphs)
 # The package's extension is built here for that Python (build-vllm-python/), from the carried
 # .venv's nanobind: the Python needs its development headers.
 set -uo pipefail
@@ -55,7 +57,7 @@ export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 
 # 2. Three servers at once (their KV caches are fixed, so they size nothing from free memory).
 common=(--model "$model" --load-format dummy --served-model-name llama3-dummy --max-num-seqs 64
-        --max-model-len 4096 --kv-cache-memory-bytes 4294967296 --gpu-memory-utilization 0.3)
+        --max-model-len 4096 --kv-cache-memory-bytes 4294967296 --gpu-memory-utilization "${VLLM_GPU_UTIL:-0.3}")
 declare -A port=([fcfs]=8201 [vllm-priority]=8202 [optimate]=8203)
 declare -A extra=([fcfs]="" [vllm-priority]="--scheduling-policy priority"
                   [optimate]="--scheduler-cls optimate.vllm.Scheduler")
