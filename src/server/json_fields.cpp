@@ -1,7 +1,12 @@
 #include "server/json_fields.h"
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <regex>
 
 #include "server/api_error.h"
 
@@ -20,9 +25,53 @@ const char* type_name(const Json& v) {
        : v.is_object() ? "an object" : "a number";
 }
 
+// pydantic's lax mode, which vLLM's request models validate in: a string holding a number
+// counts as that number (surrounding whitespace and digit-group underscores allowed; an integer
+// may end in ".0"), a boolean as 0 or 1.
+std::string strip(const std::string& s) {
+  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  auto first = std::find_if_not(s.begin(), s.end(), space);
+  auto last = std::find_if_not(s.rbegin(), s.rend(), space).base();
+  return first < last ? std::string(first, last) : std::string();
+}
+
+std::string without_underscores(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
+  return s;
+}
+
+std::optional<std::string> integer_text(const std::string& text) {
+  static const std::regex pattern(R"(([+-]?[0-9]+(?:_[0-9]+)*)(?:\.0+)?)");
+  std::smatch m;
+  std::string s = strip(text);
+  if (!std::regex_match(s, m, pattern)) return std::nullopt;
+  std::string digits = without_underscores(m[1].str());
+  return digits[0] == '+' ? digits.substr(1) : digits;
+}
+
+std::optional<double> number_text(const std::string& text) {
+  static const std::regex pattern(
+      R"([+-]?(?:[0-9]+(?:_[0-9]+)*(?:\.(?:[0-9]+(?:_[0-9]+)*)?)?|\.[0-9]+(?:_[0-9]+)*)(?:[eE][+-]?[0-9]+)?)");
+  static const std::regex special(R"([+-]?(?:inf|infinity|nan))", std::regex::icase);
+  std::string s = strip(text);
+  if (std::regex_match(s, special)) return s[0] == '-' ? -INFINITY : INFINITY;  // refused as not finite
+  if (!std::regex_match(s, pattern)) return std::nullopt;
+  return std::strtod(without_underscores(s).c_str(), nullptr);
+}
+
 }  // namespace
 
 int64_t as_int(const Json& v, const std::string& name) {
+  if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+  if (v.is_string()) {
+    auto digits = integer_text(v.get<std::string>());
+    if (!digits) bad_request(name, "{} must be an integer, got {}", name, v.dump());
+    int64_t out = 0;
+    auto [end, ec] = std::from_chars(digits->data(), digits->data() + digits->size(), out);
+    if (ec != std::errc() || end != digits->data() + digits->size())
+      bad_request(name, "{} is out of range: {}", name, *digits);
+    return out;
+  }
   // Unsigned first: is_number_integer() holds for unsigned values too, and 2^64 - 1 read as
   // int64 would be -1.
   if (v.is_number_unsigned()) {
@@ -53,8 +102,18 @@ std::optional<int64_t> get_int(const Json& object, const char* name) {
 std::optional<double> get_number(const Json& object, const char* name) {
   const Json* v = find(object, name);
   if (!v) return std::nullopt;
-  if (!v->is_number()) bad_request(name, "{} must be a number, got {}", name, type_name(*v));
-  double d = v->get<double>();
+  double d = 0;
+  if (v->is_boolean()) {
+    d = v->get<bool>() ? 1 : 0;
+  } else if (v->is_string()) {
+    auto parsed = number_text(v->get<std::string>());
+    if (!parsed) bad_request(name, "{} must be a number, got {}", name, v->dump());
+    d = *parsed;
+  } else if (v->is_number()) {
+    d = v->get<double>();
+  } else {
+    bad_request(name, "{} must be a number, got {}", name, type_name(*v));
+  }
   if (!std::isfinite(d)) bad_request(name, "{} must be finite", name);
   return d;
 }
@@ -62,8 +121,22 @@ std::optional<double> get_number(const Json& object, const char* name) {
 std::optional<bool> get_bool(const Json& object, const char* name) {
   const Json* v = find(object, name);
   if (!v) return std::nullopt;
-  if (!v->is_boolean()) bad_request(name, "{} must be a boolean, got {}", name, type_name(*v));
-  return v->get<bool>();
+  if (v->is_boolean()) return v->get<bool>();
+  if (v->is_number()) {
+    double d = v->get<double>();
+    if (d == 0 || d == 1) return d == 1;
+    bad_request(name, "{} must be a boolean, got {}", name, v->dump());
+  }
+  if (v->is_string()) {
+    std::string s = v->get<std::string>();
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const char* yes : {"1", "on", "t", "true", "y", "yes"})
+      if (s == yes) return true;
+    for (const char* no : {"0", "off", "f", "false", "n", "no"})
+      if (s == no) return false;
+    bad_request(name, "{} must be a boolean, got {}", name, v->dump());
+  }
+  bad_request(name, "{} must be a boolean, got {}", name, type_name(*v));
 }
 
 std::optional<std::string> get_string(const Json& object, const char* name) {

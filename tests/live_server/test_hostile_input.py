@@ -66,7 +66,7 @@ BAD_FIELDS = [
     {"stop": [1, 2]},
     {"priority": "high"},
     {"priority": 2**70},
-    {"stream": "yes"},
+    {"stream": "sometimes"},
     {"seed": "abc"},
     {"min_tokens": 100, "max_tokens": 10},
     {"stream_options": {"include_usage": True}},

@@ -108,7 +108,7 @@ TEST(HttpApi, ErrorsAreOpenAiJsonWithTheRightStatus) {
   EXPECT_EQ(bad_json.json()["error"]["code"], 400);
   EXPECT_EQ(bad_json.json()["error"]["type"], "BadRequestError");
 
-  auto wrong_type = c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "5"}});
+  auto wrong_type = c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", "five"}});
   EXPECT_EQ(wrong_type.status, 400);
   EXPECT_EQ(wrong_type.json()["error"]["param"], "max_tokens");
 

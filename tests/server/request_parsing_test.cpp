@@ -75,26 +75,53 @@ TEST(CompletionRequest, PromptForms) {
 }
 
 TEST(CompletionRequest, WrongTypesAndRangesAre400sNamingTheField) {
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": "5"})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 0})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": -3})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 1e300})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 99999999999999999999})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 2.5})")), "max_tokens");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "temperature": -1})")), "temperature");
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "temperature": true})")), "temperature");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "top_p": 0})")), "top_p");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "n": 0})")), "n");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop": [1]})")), "stop");
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stream": "yes"})")), "stream");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "stream_options": {"include_usage": true}})")),
             "stream_options");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "logprobs": 21})")), "logprobs");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": [-1]})")), "<accepted>");  // vLLM takes any int
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": ["2"]})")), "stop_token_ids");
-  EXPECT_EQ(error_param(body(R"({"prompt": "x", "echo": "yes"})")), "echo");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": "five"})")), "max_tokens");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": "2.5"})")), "max_tokens");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "temperature": "warm"})")), "temperature");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "temperature": "inf"})")), "temperature");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stream": "maybe"})")), "stream");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stream": 2})")), "stream");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "echo": " true"})")), "echo");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "stop_token_ids": ["two"]})")), "stop_token_ids");
+  EXPECT_EQ(error_param(body(R"({"prompt": "x", "seed": "99999999999999999999"})")), "seed");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": 4.0})")), "<accepted>");
   EXPECT_EQ(error_param(body(R"({"prompt": "x", "max_tokens": null})")), "<accepted>");
+}
+
+// vLLM validates requests with pydantic in its lax mode: a number written as a string, a boolean
+// as a number or a word, is taken (each case below is what vLLM 0.26's CompletionRequest gives).
+TEST(CompletionRequest, ValuesConvertAsVllmsPydanticModelsConvertThem) {
+  auto r = parse_completion_request(body(R"({
+      "prompt": "x", "max_tokens": " 1_000 ", "n": "2.0", "temperature": "0.5", "top_p": "+.9e0",
+      "top_k": true, "seed": "-0", "stream": "YES", "echo": 0, "ignore_eos": "on",
+      "skip_special_tokens": "f", "stop_token_ids": ["2", 3], "logprobs": "1"})"),
+                                    kVocab);
+  EXPECT_EQ(*r.max_tokens, 1000);
+  EXPECT_EQ(r.params.n, 2);
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.9f);
+  EXPECT_EQ(r.params.top_k, 1);
+  EXPECT_EQ(*r.params.seed, 0u);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_FALSE(r.params.skip_special_tokens);
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(*r.params.logprobs, 1);
+  auto temperature_one = parse_completion_request(body(R"({"prompt": "x", "temperature": true})"), kVocab);
+  EXPECT_FLOAT_EQ(temperature_one.params.temperature, 1.0f);
 }
 
 TEST(ChatRequest, MessagesAndChatOnlyFields) {
