@@ -31,9 +31,9 @@ void parse_token_controls(const Json& body, GenerationRequest& r, int64_t vocab_
       }
       if (id < 0 || id >= vocab_size)
         bad_request("logit_bias", "logit_bias keys must be token ids in [0, {}), got '{}'", vocab_size, key);
-      if (!value.is_number()) bad_request("logit_bias", "logit_bias[{}] must be a number", key);
       // vLLM clamps a bias to [-100, 100] rather than refusing it.
-      p.logit_bias.emplace_back(static_cast<int32_t>(id), std::clamp(value.get<float>(), -100.0f, 100.0f));
+      const double bias = std::clamp(as_number(value, "logit_bias"), -100.0, 100.0);
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
     }
   }
   if (auto ids = get_int_list(body, "allowed_token_ids")) {

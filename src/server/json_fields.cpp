@@ -99,23 +99,27 @@ std::optional<int64_t> get_int(const Json& object, const char* name) {
   return as_int(*v, name);
 }
 
-std::optional<double> get_number(const Json& object, const char* name) {
-  const Json* v = find(object, name);
-  if (!v) return std::nullopt;
+double as_number(const Json& v, const std::string& name) {
   double d = 0;
-  if (v->is_boolean()) {
-    d = v->get<bool>() ? 1 : 0;
-  } else if (v->is_string()) {
-    auto parsed = number_text(v->get<std::string>());
-    if (!parsed) bad_request(name, "{} must be a number, got {}", name, v->dump());
+  if (v.is_boolean()) {
+    d = v.get<bool>() ? 1 : 0;
+  } else if (v.is_string()) {
+    auto parsed = number_text(v.get<std::string>());
+    if (!parsed) bad_request(name, "{} must be a number, got {}", name, v.dump());
     d = *parsed;
-  } else if (v->is_number()) {
-    d = v->get<double>();
+  } else if (v.is_number()) {
+    d = v.get<double>();
   } else {
-    bad_request(name, "{} must be a number, got {}", name, type_name(*v));
+    bad_request(name, "{} must be a number, got {}", name, type_name(v));
   }
   if (!std::isfinite(d)) bad_request(name, "{} must be finite", name);
   return d;
+}
+
+std::optional<double> get_number(const Json& object, const char* name) {
+  const Json* v = find(object, name);
+  if (!v) return std::nullopt;
+  return as_number(*v, name);
 }
 
 std::optional<bool> get_bool(const Json& object, const char* name) {

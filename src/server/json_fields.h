@@ -31,5 +31,7 @@ const Json* get_object(const Json& object, const char* name);
 
 // Converts a JSON value to int64 or throws a 400 naming `name`.
 int64_t as_int(const Json& value, const std::string& name);
+// Converts a JSON value to a finite number or throws a 400 naming `name`.
+double as_number(const Json& value, const std::string& name);
 
 }  // namespace optimate::server

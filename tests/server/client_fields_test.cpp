@@ -93,7 +93,8 @@ TEST(ClientFields, BadValuesNameTheirField) {
   EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"x": 1}})"), "logit_bias");
   EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"5000": 1}})"), "logit_bias");
   EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"5": 101}})"), "<accepted>");  // clamped, as vLLM clamps it
-  EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"5": "1"}})"), "logit_bias");
+  EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"5": "-2.5"}})"), "<accepted>");  // a number, as pydantic reads it
+  EXPECT_EQ(refused(R"({"prompt": "a", "logit_bias": {"5": "lots"}})"), "logit_bias");
   EXPECT_EQ(refused(R"({"prompt": "a", "allowed_token_ids": []})"), "allowed_token_ids");
   EXPECT_EQ(refused(R"({"prompt": "a", "allowed_token_ids": [1000]})"), "allowed_token_ids");
   EXPECT_EQ(refused(R"({"prompt": "a", "bad_words": [""]})"), "bad_words");
