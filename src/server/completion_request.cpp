@@ -30,7 +30,7 @@ CompletionRequest parse_completion_request(const Json& body, int64_t vocab_size)
   const Json& prompt = *it;
   if (prompt.is_string()) {
     r.prompts.emplace_back(prompt.get<std::string>());
-  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+  } else if (prompt.is_array() && !prompt.empty() && (prompt[0].is_number() || prompt[0].is_boolean())) {
     r.prompts.emplace_back(token_ids(prompt, vocab_size));
   } else if (prompt.is_array() && !prompt.empty()) {
     // A batch: every item a string, or every item a list of token ids.

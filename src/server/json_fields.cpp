@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <regex>
+#include <string_view>
 
 #include "server/api_error.h"
 
@@ -28,11 +29,32 @@ const char* type_name(const Json& v) {
 // pydantic's lax mode, which vLLM's request models validate in: a string holding a number
 // counts as that number (surrounding whitespace and digit-group underscores allowed; an integer
 // may end in ".0"), a boolean as 0 or 1.
-std::string strip(const std::string& s) {
-  auto space = [](unsigned char c) { return std::isspace(c) != 0; };
-  auto first = std::find_if_not(s.begin(), s.end(), space);
-  auto last = std::find_if_not(s.rbegin(), s.rend(), space).base();
-  return first < last ? std::string(first, last) : std::string();
+// The length of the Unicode white space (Rust's char::is_whitespace, which pydantic strips)
+// that starts `s` at `i`, in UTF-8; 0 if none does.
+size_t space_at(std::string_view s, size_t i) {
+  static constexpr std::string_view kSpaces[] = {
+      "\t", "\n", "\v", "\f", "\r", " ", "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002",
+      "\u2003", "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028",
+      "\u2029", "\u202f", "\u205f", "\u3000"};
+  for (std::string_view space : kSpaces)
+    if (s.substr(i, space.size()) == space) return space.size();
+  return 0;
+}
+
+std::string strip(std::string_view s) {
+  size_t first = 0;
+  while (size_t n = space_at(s, first)) first += n;
+  size_t last = s.size();
+  for (bool stripped = true; stripped && last > first;) {
+    stripped = false;
+    for (size_t n = 1; n <= 3 && n <= last - first; ++n)
+      if (space_at(s.substr(0, last), last - n) == n) {
+        last -= n;
+        stripped = true;
+        break;
+      }
+  }
+  return std::string(s.substr(first, last - first));
 }
 
 std::string without_underscores(std::string s) {

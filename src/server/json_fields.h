@@ -1,9 +1,11 @@
 // Typed access to fields of a JSON request body. A missing field or an explicit null means
-// "use the default" (as in vLLM's pydantic models); a value of the wrong type or out of range
+// "use the default" (vLLM's pydantic models take null so for their optional fields and refuse
+// it for the few others: n, min_tokens, echo, ...); a value of the wrong type or out of range
 // is a 400 naming the field. Values convert as pydantic's lax mode (vLLM's request models)
 // converts them: integral floats (5.0) and strings holding an integer ("5", " 1_000 ", "5.0")
-// count as integers, strings holding a number as numbers, booleans as 0 and 1, and 0, 1 and
-// the strings true/false, yes/no, on/off, t/f, y/n, 1/0 (any case) as booleans.
+// count as integers, strings holding a number as numbers (white space as Unicode defines it
+// around either), booleans as 0 and 1, and 0, 1 and the strings true/false, yes/no, on/off,
+// t/f, y/n, 1/0 (any case) as booleans.
 #pragma once
 
 #include <cstdint>

@@ -122,6 +122,12 @@ TEST(CompletionRequest, ValuesConvertAsVllmsPydanticModelsConvertThem) {
   EXPECT_EQ(*r.params.logprobs, 1);
   auto temperature_one = parse_completion_request(body(R"({"prompt": "x", "temperature": true})"), kVocab);
   EXPECT_FLOAT_EQ(temperature_one.params.temperature, 1.0f);
+  // Unicode white space around a number (a no-break space, an ideographic space), as pydantic
+  // strips it; a boolean as the first token id of a prompt.
+  auto spaced = parse_completion_request(body("{\"prompt\": [true, 5], \"max_tokens\": \"\u00a02\u3000\"}"), kVocab);
+  EXPECT_EQ(*spaced.max_tokens, 2);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(spaced.prompts.at(0)), (std::vector<int32_t>{1, 5}));
+  EXPECT_EQ(error_param(body("{\"prompt\": \"x\", \"max_tokens\": \"\u00a0\"}")), "max_tokens");
 }
 
 TEST(ChatRequest, MessagesAndChatOnlyFields) {
