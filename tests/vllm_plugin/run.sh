@@ -3,7 +3,8 @@
 # with the package's extension from the CMake build tree.
 #   OPTIMATE_VLLM_VENV  a virtual environment with vLLM 0.26 (default: .venv-vllm in the
 #                       repository root; scripts/setup-vllm.sh makes it)
-#   OPTIMATE_BUILD_DIR  the CMake build (default: build); its python/ folder holds the package
+#   OPTIMATE_BUILD_DIR  the CMake build (default: build); its python/ folder holds the package,
+#                       its optimate the server test_request_values.py starts
 # Extra arguments go to pytest.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +17,7 @@ if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import vllm" 2>/dev
   exit 1
 fi
 export PYTHONPATH="$build_dir/python${PYTHONPATH:+:$PYTHONPATH}"
+export OPTIMATE_BIN="${OPTIMATE_BIN:-$build_dir/optimate}"
 # No hub access: the tests' model is a config.json they write; vLLM must not look for more.
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
 cd "$here"
