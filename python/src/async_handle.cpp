@@ -74,10 +74,6 @@ void AsyncHandle::set_optimizer(const OptimizerSpec& spec) {
   run_on_engine<void>([spec](Engine& e) { e.set_optimizer(spec); });
 }
 
-std::vector<OptimizerCounters> AsyncHandle::optimizer_counters() {
-  return run_on_engine<std::vector<OptimizerCounters>>([](Engine& e) { return e.optimizer_counters(); });
-}
-
 std::vector<OptimizerState> AsyncHandle::optimizer_states() {
   return run_on_engine<std::vector<OptimizerState>>([](Engine& e) { return e.optimizer_states(); });
 }

@@ -27,7 +27,6 @@ class AsyncHandle {
   void abort(const std::string& request_id);
   PriorityOrder priority_order() const { return priority_order_; }
   void set_optimizer(const OptimizerSpec& spec);
-  std::vector<OptimizerCounters> optimizer_counters();
   std::vector<OptimizerState> optimizer_states();
   EngineStats stats() const { return engine_->stats(); }
   // As vLLM's AsyncLLM.is_running: false from shutdown() on, and after a failed step.

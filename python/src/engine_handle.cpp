@@ -23,6 +23,11 @@ T attr(nb::handle object, const char* name) {
   }
 }
 
+[[noreturn]] void refuse_while_stepped() {
+  fail(ErrorCode::kResourceExhausted, "LLMEngine is not thread-safe and another thread is stepping it: call it from "
+       "one thread, or use AsyncLLMEngine");
+}
+
 }  // namespace
 
 SamplingParams sampling_params_from(nb::handle p) {
@@ -87,9 +92,7 @@ EngineHandle::EngineHandle(const OptionMap& settings, const std::vector<Optimize
 
 void EngineHandle::check_not_stepped_elsewhere() const {
   const std::thread::id stepper = stepping_.load();
-  if (stepper != std::thread::id{} && stepper != std::this_thread::get_id())
-    fail(ErrorCode::kResourceExhausted, "LLMEngine is not thread-safe and another thread is stepping it: call it from "
-         "one thread, or use AsyncLLMEngine");
+  if (stepper != std::thread::id{} && stepper != std::this_thread::get_id()) refuse_while_stepped();
 }
 
 Engine& EngineHandle::engine() {
@@ -131,9 +134,7 @@ void EngineHandle::add_request(const std::string& request_id, const std::vector<
 std::vector<sched::RequestOutput> EngineHandle::step() {
   Engine& e = engine();
   std::thread::id idle{};
-  if (!stepping_.compare_exchange_strong(idle, std::this_thread::get_id()))
-    fail(ErrorCode::kResourceExhausted, "LLMEngine is not thread-safe and another thread is stepping it: call it from "
-         "one thread, or use AsyncLLMEngine");
+  if (!stepping_.compare_exchange_strong(idle, std::this_thread::get_id())) refuse_while_stepped();
   struct Done {
     std::atomic<std::thread::id>& flag;
     ~Done() { flag.store(std::thread::id{}); }
@@ -148,9 +149,6 @@ bool EngineHandle::has_unfinished() const { return engine().has_unfinished(); }
 
 void EngineHandle::set_optimizer(const OptimizerSpec& spec) { engine().set_optimizer(spec); }
 
-std::vector<OptimizerCounters> EngineHandle::optimizer_counters() const {
-  return engine().optimizer_counters();
-}
 
 EngineStats EngineHandle::stats() const { return engine().stats(); }
 

@@ -49,7 +49,6 @@ class EngineHandle {
   bool abort(const std::string& request_id);
   bool has_unfinished() const;
   void set_optimizer(const OptimizerSpec& spec);
-  std::vector<OptimizerCounters> optimizer_counters() const;
   std::vector<OptimizerState> optimizer_states() const { return engine().optimizer_states(); }
   EngineStats stats() const;
   nb::object take_policy_failure() { return failures_->take(); }

@@ -47,16 +47,6 @@ OptimizerSpec optimizer_spec(const std::string& name, const OptionMap& options, 
   return OptimizerSpec{name, options, enabled};
 }
 
-nb::list optimizer_counter_list(const std::vector<OptimizerCounters>& all) {
-  nb::list out;
-  for (const auto& o : all) {
-    nb::dict counters;
-    for (const auto& c : o.counters) counters[nb::str(c.name.c_str())] = c.value;
-    out.append(nb::make_tuple(o.optimizer, counters));
-  }
-  return out;
-}
-
 nb::dict stats_dict(const EngineStats& s) {
   nb::dict d;
   d["num_running"] = s.num_running;
@@ -130,12 +120,8 @@ void bind_engine(nb::module_& m) {
       .def("set_optimizer", [](EngineHandle& e, const std::string& name, const OptionMap& options, bool enabled) {
         e.set_optimizer(optimizer_spec(name, options, enabled));
       }, "name"_a, "options"_a, "enabled"_a)
-      .def("optimizer_counters", [](const EngineHandle& e) { return optimizer_counter_list(e.optimizer_counters()); })
-      .def("optimizer_states", [](const EngineHandle& e) {
-        nb::list out;
-        for (const OptimizerState& s : e.optimizer_states()) out.append(optimizer_state_dict(s));
-        return out;
-      }, "Each optimizer as GET /v1/optimizers lists it (fallbacks included).")
+      .def("optimizer_states", [](const EngineHandle& e) { return optimizer_state_list(e.optimizer_states()); },
+           "Each optimizer as GET /v1/optimizers lists it (fallbacks included).")
       .def("stats", [](const EngineHandle& e) { return stats_dict(e.stats()); })
       .def("take_policy_failure", &EngineHandle::take_policy_failure)
       .def_prop_ro("max_model_len", &EngineHandle::max_model_len)
@@ -154,13 +140,8 @@ void bind_engine(nb::module_& m) {
       .def("set_optimizer", [](AsyncHandle& a, const std::string& name, const OptionMap& options, bool enabled) {
         a.set_optimizer(optimizer_spec(name, options, enabled));
       }, "name"_a, "options"_a, "enabled"_a)
-      .def("optimizer_counters", [](AsyncHandle& a) { return optimizer_counter_list(a.optimizer_counters()); })
-      .def("optimizer_states", [](AsyncHandle& a) {
-        const std::vector<OptimizerState> states = a.optimizer_states();  // on the engine thread, GIL released
-        nb::list out;
-        for (const OptimizerState& s : states) out.append(optimizer_state_dict(s));
-        return out;
-      }, "Each optimizer as GET /v1/optimizers lists it (fallbacks included), asked between steps.")
+      .def("optimizer_states", [](AsyncHandle& a) { return optimizer_state_list(a.optimizer_states()); },
+           "Each optimizer as GET /v1/optimizers lists it (fallbacks included), asked between steps.")
       .def("stats", [](const AsyncHandle& a) { return stats_dict(a.stats()); })
       .def("running", &AsyncHandle::running)
       .def("shutdown", &AsyncHandle::shutdown, "drain"_a = true);

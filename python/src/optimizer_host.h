@@ -111,6 +111,8 @@ class OptimizerHost {
 // One optimizer as GET /v1/optimizers lists it: name, enabled, baseline, options, counters,
 // seconds_total, fallback ({reason, detail} or None), rolled_back.
 nb::dict optimizer_state_dict(const OptimizerState& state);
+// Every optimizer so.
+nb::list optimizer_state_list(const std::vector<OptimizerState>& states);
 
 void bind_optimizer_host(nb::module_& m);
 

@@ -49,6 +49,12 @@ nb::dict optimizer_state_dict(const OptimizerState& s) {
   return d;
 }
 
+nb::list optimizer_state_list(const std::vector<OptimizerState>& states) {
+  nb::list out;
+  for (const OptimizerState& s : states) out.append(optimizer_state_dict(s));
+  return out;
+}
+
 namespace {
 
 nb::dict changes_dict(const optim::KnobChanges& c) {
@@ -121,11 +127,7 @@ void bind_optimizer_host(nb::module_& m) {
       .def("restore", &OptimizerHost::restore)
       .def(
           "states",
-          [](const OptimizerHost& h) {
-            nb::list out;
-            for (const OptimizerState& s : h.states()) out.append(optimizer_state_dict(s));
-            return out;
-          },
+          [](const OptimizerHost& h) { return optimizer_state_list(h.states()); },
           "Each optimizer as GET /v1/optimizers lists it.")
       .def_prop_ro("policy_knobs", &OptimizerHost::policy_knobs)
       .def_prop_ro("controller_interval_ms", &OptimizerHost::controller_interval_ms)
