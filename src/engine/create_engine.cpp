@@ -57,8 +57,6 @@ std::string resolve_device(const EngineArgs& args) {
   return gpu_usable() ? "cuda" : "cpu";
 }
 
-// --tokenizer, else the model's own; a dummy model's directory may come without one, and then
-// the engine takes token ids only.
 // A tokenizer whose ids pass the model's embedding rows: a GGUF file whose own token list says
 // so is damaged and is refused, as llama.cpp refuses it (its token list sizes the embedding); a
 // Hugging Face folder or a --tokenizer of the user's gets a warning, since ids past the rows may
@@ -74,6 +72,8 @@ void check_vocabulary(const Tokenizer& tokenizer, const LoadedModel& model, bool
                model.path, tokens, rows, rows);
 }
 
+// --tokenizer, else the model's own; a dummy model's directory may come without one, and then
+// the engine takes token ids only.
 std::shared_ptr<const TextCodec> model_codec(const EngineArgs& args, const LoadedModel& model, bool dummy) {
   std::shared_ptr<const Tokenizer> tokenizer;
   if (!args.tokenizer.empty()) {

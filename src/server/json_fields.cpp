@@ -26,35 +26,27 @@ const char* type_name(const Json& v) {
        : v.is_object() ? "an object" : "a number";
 }
 
-// pydantic's lax mode, which vLLM's request models validate in: a string holding a number
-// counts as that number (surrounding whitespace and digit-group underscores allowed; an integer
-// may end in ".0"), a boolean as 0 or 1.
-// The length of the Unicode white space (Rust's char::is_whitespace, which pydantic strips)
-// that starts `s` at `i`, in UTF-8; 0 if none does.
-size_t space_at(std::string_view s, size_t i) {
-  static constexpr std::string_view kSpaces[] = {
-      "\t", "\n", "\v", "\f", "\r", " ", "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002",
-      "\u2003", "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028",
-      "\u2029", "\u202f", "\u205f", "\u3000"};
-  for (std::string_view space : kSpaces)
-    if (s.substr(i, space.size()) == space) return space.size();
-  return 0;
-}
+// White space as Unicode defines it (Rust's char::is_whitespace, which pydantic strips), in UTF-8.
+constexpr std::string_view kSpaces[] = {
+    "\t", "\n", "\v", "\f", "\r", " ", "\u0085", "\u00a0", "\u1680", "\u2000", "\u2001", "\u2002",
+    "\u2003", "\u2004", "\u2005", "\u2006", "\u2007", "\u2008", "\u2009", "\u200a", "\u2028",
+    "\u2029", "\u202f", "\u205f", "\u3000"};
 
 std::string strip(std::string_view s) {
-  size_t first = 0;
-  while (size_t n = space_at(s, first)) first += n;
-  size_t last = s.size();
-  for (bool stripped = true; stripped && last > first;) {
+  for (bool stripped = true; stripped;) {
     stripped = false;
-    for (size_t n = 1; n <= 3 && n <= last - first; ++n)
-      if (space_at(s.substr(0, last), last - n) == n) {
-        last -= n;
+    for (std::string_view space : kSpaces) {
+      if (s.starts_with(space)) {
+        s.remove_prefix(space.size());
         stripped = true;
-        break;
       }
+      if (s.ends_with(space)) {
+        s.remove_suffix(space.size());
+        stripped = true;
+      }
+    }
   }
-  return std::string(s.substr(first, last - first));
+  return std::string(s);
 }
 
 std::string without_underscores(std::string s) {
@@ -62,6 +54,9 @@ std::string without_underscores(std::string s) {
   return s;
 }
 
+// pydantic's lax mode, which vLLM's request models validate in: a string holding a number
+// counts as that number (surrounding white space and digit-group underscores allowed; an
+// integer may end in ".0").
 std::optional<std::string> integer_text(const std::string& text) {
   static const std::regex pattern(R"(([+-]?[0-9]+(?:_[0-9]+)*)(?:\.0+)?)");
   std::smatch m;
