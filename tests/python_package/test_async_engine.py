@@ -85,6 +85,9 @@ def test_after_shutdown_calls_raise_instead_of_waiting_forever(model):
             await asyncio.wait_for(e.get_optimizers(), 30)
         with pytest.raises(EngineError, match="shut down"):
             await asyncio.wait_for(e.set_optimizer("priority", enabled=True), 30)
+        with pytest.raises(EngineError, match="shutting down"):
+            async for _ in e.generate("Hello", SamplingParams(max_tokens=2), "late"):
+                pass
 
     asyncio.run(ask())
 

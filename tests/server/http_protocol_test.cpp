@@ -20,6 +20,13 @@ using testing::Harness;
 using testing::TestClient;
 namespace http = boost::beast::http;
 
+// The whole reply to a request written as raw bytes on a connection of its own.
+std::string raw_reply(const Harness& h, const std::string& request) {
+  TestClient c(h.port());
+  c.send_raw(request);
+  return c.read_until_closed();
+}
+
 std::string header(const testing::Reply& r, const char* name) {
   auto it = r.message.find(name);
   return it == r.message.end() ? std::string() : std::string(it->value());
@@ -129,11 +136,10 @@ TEST(HttpProtocol, CorsFlagValuesTakeJsonOrCommaLists) {
 
 TEST(HttpProtocol, StreamToHttp10ClientIsCloseDelimited) {
   Harness h;
-  TestClient c(h.port());
   const std::string body = R"({"prompt":"hi","max_tokens":3,"stream":true})";
-  c.send_raw("POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
-             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  const std::string reply = c.read_until_closed();
+  const std::string reply =
+      raw_reply(h, "POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   const size_t end_of_head = reply.find("\r\n\r\n");
   ASSERT_NE(end_of_head, std::string::npos) << reply;
   const std::string head = reply.substr(0, end_of_head);
@@ -147,11 +153,10 @@ TEST(HttpProtocol, StreamToHttp10ClientIsCloseDelimited) {
 
 TEST(HttpProtocol, Http10NonStreamingKeepsContentLength) {
   Harness h;
-  TestClient c(h.port());
   const std::string body = R"({"prompt":"hi","max_tokens":2})";
-  c.send_raw("POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
-             "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  const std::string reply = c.read_until_closed();
+  const std::string reply =
+      raw_reply(h, "POST /v1/completions HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_NE(reply.find("Content-Length: "), std::string::npos) << reply;
   EXPECT_NE(reply.find("\"text\":\"ab\""), std::string::npos) << reply;
 }
@@ -162,11 +167,9 @@ TEST(HttpProtocol, ATransferCodingOtherThanChunkedIs501) {
   Harness h;
   const std::string chunk = R"({"prompt":"hi","max_tokens":2})";
   auto send = [&](const std::string& coding) {
-    TestClient c(h.port());
-    c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               "Transfer-Encoding: " + coding + "\r\nConnection: close\r\n\r\n" +
-               fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", chunk.size(), chunk));
-    return c.read_until_closed();
+    return raw_reply(h, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        "Transfer-Encoding: " + coding + "\r\nConnection: close\r\n\r\n" +
+                        fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", chunk.size(), chunk));
   };
   const std::string gzip = send("gzip, chunked");
   EXPECT_EQ(gzip.rfind("HTTP/1.1 501", 0), 0u) << gzip;
@@ -180,9 +183,7 @@ TEST(HttpProtocol, ATransferCodingOtherThanChunkedIs501) {
 TEST(HttpProtocol, AbsoluteFormAndPercentEncodedTargetsRouteByTheirPath) {
   Harness h;
   auto get = [&](const std::string& target) {
-    TestClient c(h.port());
-    c.send_raw("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    return c.read_until_closed();
+    return raw_reply(h, "GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   };
   for (const char* target : {"http://x/health", "HTTP://127.0.0.1:9/v1/models?x=1", "/v1/%6dodels", "/%68ealth"})
     EXPECT_EQ(get(target).rfind("HTTP/1.1 200", 0), 0u) << target;
@@ -193,9 +194,7 @@ TEST(HttpProtocol, AbsoluteFormAndPercentEncodedTargetsRouteByTheirPath) {
 TEST(HttpProtocol, Http11WithoutHostIs400) {
   Harness h;
   auto get = [&](const std::string& version) {
-    TestClient c(h.port());
-    c.send_raw("GET /health " + version + "\r\nConnection: close\r\n\r\n");
-    return c.read_until_closed();
+    return raw_reply(h, "GET /health " + version + "\r\nConnection: close\r\n\r\n");
   };
   const std::string missing = get("HTTP/1.1");
   EXPECT_EQ(missing.rfind("HTTP/1.1 400", 0), 0u) << missing;
