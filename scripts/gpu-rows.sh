@@ -100,7 +100,7 @@ bench_server() {
   grep -hE 'CUDA memory plan|decode graphs' "$out/$name.serve.log" | tail -2
 }
 
-echo "| row | Optimate |" | tee -a "$table"
+echo "| row | figures |" | tee -a "$table"
 echo "|---|---|" | tee -a "$table"
 [[ $rows == *" kv-bf16 "* ]] && serve_and_bench kv-bound-bf16 configs/kv/bf16.toml configs/workloads/kv-bound-decode-h200.toml
 [[ $rows == *" kv-fp8 "* ]] && serve_and_bench kv-bound-fp8 configs/kv/fp8.toml configs/workloads/kv-bound-decode-h200.toml
