@@ -6,6 +6,7 @@ OPTIMATE_SERVE_ARGS extra `optimate serve` flags for every server (e.g. "--devic
 """
 
 import os
+import random
 import shlex
 import signal
 import socket
@@ -32,10 +33,33 @@ BIN = _resolve("OPTIMATE_BIN", "build/optimate")
 MODEL = _resolve("OPTIMATE_MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+_ports_given: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range: a port the kernel hands out
+    (bind to port 0) can be taken as the source port of any outgoing connection (a router's
+    health check) before the server binds it, and the server then fails with EADDRINUSE."""
+    high = _ephemeral_low() - 1
+    for _ in range(1000):
+        port = random.randint(max(1024, high - 12000), high)
+        if port in _ports_given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 class Server:
