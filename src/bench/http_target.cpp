@@ -8,12 +8,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_clock.h"
 #include "bench/completion_stream.h"
 #include "bench/http_url.h"
 #include "bench/keep_alive_connection.h"
@@ -26,7 +26,7 @@ namespace {
 
 namespace net = boost::asio;
 namespace http = boost::beast::http;
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 
 // What every request of a run shares.
 struct Server {
@@ -131,7 +131,7 @@ struct RunState {
   Clock::time_point t0;
   std::vector<int64_t> follower;  // the next turn of each request (-1: none)
   std::vector<ResourceScrape> scrapes{};  // the server's resources during the run
-  net::steady_timer* poll_timer = nullptr;  // cancelled when the last request is done
+  BenchTimer* poll_timer = nullptr;  // cancelled when the last request is done
   size_t num_independent = 0;     // requests sent at their arrival time; the rest follow one
   size_t next = 0;
   int64_t done = 0;
@@ -145,18 +145,17 @@ struct RunState {
 net::awaitable<void> worker(RunState& s) {
   const auto executor = co_await net::this_coro::executor;
   KeepAliveConnection connection(executor, s.server.endpoints, s.server.timeout_s);
-  net::steady_timer timer(executor);
+  BenchTimer timer(executor);
   const auto& requests = s.workload.requests;
   while (s.next < s.num_independent) {
     const size_t first = s.next++;
-    timer.expires_at(s.t0 + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(requests[first].arrival_s)));
+    timer.expires_at(s.t0 + bench_seconds(requests[first].arrival_s));
     co_await timer.async_wait(net::use_awaitable);
     for (int64_t j = static_cast<int64_t>(first); j >= 0; j = s.follower[static_cast<size_t>(j)]) {
       const size_t i = static_cast<size_t>(j);
       const BenchRequest& br = requests[i];
       if (i != first) {
-        timer.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(br.think_s)));
+        timer.expires_after(bench_seconds(br.think_s));
         co_await timer.async_wait(net::use_awaitable);
       }
       const HttpRequest request = make_request(http::verb::post, "/v1/completions", s.server,
@@ -183,7 +182,7 @@ net::awaitable<void> worker(RunState& s) {
 // Reads the server's resources every `interval` until every request is done, on a connection of
 // its own; a failed scrape is skipped.
 net::awaitable<void> poll_resources(RunState& s, std::chrono::milliseconds interval) {
-  net::steady_timer timer(co_await net::this_coro::executor);
+  BenchTimer timer(co_await net::this_coro::executor);
   s.poll_timer = &timer;
   const int64_t total = static_cast<int64_t>(s.workload.requests.size());
   const HttpRequest request = make_request(http::verb::get, "/metrics", s.server, "");

@@ -1,6 +1,5 @@
 #include "bench/keep_alive_connection.h"
 
-#include <chrono>
 #include <limits>
 
 #include <boost/asio/connect.hpp>
@@ -34,7 +33,34 @@ bool closed_by_peer(const error_code& ec) {
 
 KeepAliveConnection::KeepAliveConnection(const net::any_io_executor& executor,
                                          net::ip::tcp::resolver::results_type endpoints, double timeout_s)
-    : stream_(executor), endpoints_(std::move(endpoints)), timeout_s_(timeout_s) {}
+    : stream_(executor),
+      endpoints_(std::move(endpoints)),
+      timeout_s_(timeout_s),
+      deadline_(executor),
+      watch_(std::make_shared<Watch>(Watch{&stream_.socket()})) {}
+
+struct KeepAliveConnection::Disarm {
+  KeepAliveConnection& connection;
+  ~Disarm() { connection.disarm(); }
+};
+
+void KeepAliveConnection::arm() {
+  const uint64_t armed = ++watch_->armed;
+  watch_->timed_out = false;
+  deadline_.expires_after(bench_seconds(timeout_s_));
+  deadline_.async_wait([watch = std::weak_ptr<Watch>(watch_), armed](const error_code& ec) {
+    const std::shared_ptr<Watch> w = watch.lock();
+    if (ec || !w || w->armed != armed) return;  // cancelled, re-armed, or the connection is gone
+    w->timed_out = true;
+    error_code ignored;
+    w->socket->close(ignored);
+  });
+}
+
+void KeepAliveConnection::disarm() {
+  ++watch_->armed;
+  deadline_.cancel();
+}
 
 void KeepAliveConnection::close() {
   error_code ignored;
@@ -44,16 +70,15 @@ void KeepAliveConnection::close() {
 }
 
 net::awaitable<std::string> KeepAliveConnection::exchange(const HttpRequest& request, const ResponseSink& sink) {
-  const auto timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(timeout_s_));
+  const Disarm disarm_on_return{*this};
   auto describe = [&](const char* during, const error_code& ec) {
-    if (ec == beast::error::timeout) return fmt::format("no data from the server for {:g} s ({})", timeout_s_, during);
+    if (watch_->timed_out) return fmt::format("no data from the server for {:g} s ({})", timeout_s_, during);
     return fmt::format("{}: {}", during, ec.message());
   };
   error_code ec;
   for (int attempt = 0;; ++attempt) {
     const bool reused = stream_.socket().is_open();
-    stream_.expires_after(timeout);
+    arm();
     if (!reused) {
       co_await stream_.async_connect(endpoints_, net::redirect_error(net::use_awaitable, ec));
       if (ec) {
@@ -82,7 +107,7 @@ net::awaitable<std::string> KeepAliveConnection::exchange(const HttpRequest& req
     while (!parser.is_done()) {
       parser.get().body().data = bytes;
       parser.get().body().size = sizeof bytes;
-      stream_.expires_after(timeout);
+      arm();
       co_await http::async_read_some(stream_, buffer_, parser, net::redirect_error(net::use_awaitable, ec));
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {

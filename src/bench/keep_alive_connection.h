@@ -3,7 +3,9 @@
 // can time-stamp every streamed chunk. Runs as C++20 coroutines on the caller's io_context.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>  // Boost 1.74's awaitable.hpp uses std::exchange without including it
@@ -14,6 +16,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+
+#include "bench/bench_clock.h"
 
 namespace optimate::bench {
 
@@ -33,16 +37,31 @@ class KeepAliveConnection {
   // Connects when needed, sends `request` and streams the response into `sink`. Returns what
   // cut the exchange ("" when the response completed or the sink abandoned it). A reused
   // connection that the server had closed while idle is replaced once, before any byte of the
-  // response, as HTTP clients do.
+  // response, as HTTP clients do. The exchange fails when the server sends nothing for
+  // `timeout_s` (on BenchClock) while connecting, sending, or between reads of the response.
   boost::asio::awaitable<std::string> exchange(const HttpRequest& request, const ResponseSink& sink);
 
  private:
+  // What the deadline's handler may touch; it outlives no connection (the handler holds it weakly).
+  struct Watch {
+    boost::asio::ip::tcp::socket* socket = nullptr;
+    uint64_t armed = 0;  // which arming the pending wait belongs to
+    bool timed_out = false;
+  };
+  struct Disarm;
+
   void close();
+  // Starts the timeout from now: when it passes first, the socket is closed under the pending
+  // operation and timed_out set.
+  void arm();
+  void disarm();
 
   boost::beast::tcp_stream stream_;
   boost::asio::ip::tcp::resolver::results_type endpoints_;
   boost::beast::flat_buffer buffer_;
   double timeout_s_;
+  BenchTimer deadline_;
+  std::shared_ptr<Watch> watch_;
 };
 
 }  // namespace optimate::bench

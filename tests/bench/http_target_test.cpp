@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/bench_clock.h"
 #include "bench/completion_stream.h"
 #include "bench/http_target.h"
 #include "bench/http_url.h"
@@ -280,25 +281,37 @@ TEST(HttpTarget, MaxConcurrencyBoundsRequestsInFlight) {
   EXPECT_EQ(s.connections_accepted(), 5);  // the probe's, the two /metrics scrapes', then two
 }
 
+// Arrivals a minute apart, on the client's clock: each finished request skips the clock a
+// minute on, so the next arrival passes without being waited for.
 TEST(HttpTarget, OpenLoopSendsNoRequestBeforeItsArrival) {
   ScriptedServer s;
   Workload w = scripted_workload({"ok", "ok", "ok"}, 1, ArrivalKind::kPoisson);
-  w.requests[1].arrival_s = 0.05;
-  w.requests[2].arrival_s = 0.1;
-  const RunResult run = run_http(s.url(), w, {});
+  w.requests[1].arrival_s = 60.0;
+  w.requests[2].arrival_s = 120.0;
+  std::vector<int64_t> received_when_done;
+  const RunResult run = run_http(s.url(), w, {}, [&](int64_t, int64_t, double) {
+    received_when_done.push_back(s.completions_received());
+    BenchClock::skip(std::chrono::seconds(60));
+  });
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(run.records[i].success) << run.records[i].error;
     EXPECT_GE(run.records[i].arrival_s, w.requests[i].arrival_s);
+    EXPECT_LT(run.records[i].arrival_s, w.requests[i].arrival_s + 60.0);
   }
+  // Each request had finished before the next was sent.
+  EXPECT_EQ(received_when_done, (std::vector<int64_t>{1, 2, 3}));
 }
 
+// The server answers nothing; once it has the request, the client's clock skips past the
+// timeout. The next request goes out, on a new connection, and is answered.
 TEST(HttpTarget, ASilentServerTimesOut) {
   ScriptedServer s;
+  s.on_stall = [] { BenchClock::skip(std::chrono::seconds(601)); };
   HttpTargetOptions options;
-  options.timeout_s = 0.2;
+  options.timeout_s = 600.0;
   const RunResult run = run_http(s.url(), scripted_workload({"stall", "ok"}, 1, ArrivalKind::kClosedLoop), options);
   EXPECT_FALSE(run.records[0].success);
-  EXPECT_EQ(run.records[0].error.rfind("no data from the server for 0.2 s", 0), 0u) << run.records[0].error;
+  EXPECT_EQ(run.records[0].error.rfind("no data from the server for 600 s", 0), 0u) << run.records[0].error;
   EXPECT_TRUE(run.records[1].success) << run.records[1].error;
 }
 

@@ -70,6 +70,8 @@ class ScriptedServer {
   int64_t hold_until_received = 0;
   // The body of the n-th GET /metrics (n from 0); unset or empty: 404, as a server without it.
   std::function<std::string(int64_t)> metrics;
+  // Called on the server's thread when a "stall" request has arrived and will get no answer.
+  std::function<void()> on_stall;
 
  private:
   void accept_loop() {
@@ -197,8 +199,8 @@ class ScriptedServer {
       write(socket, "0\r\n\r\n");
       return true;
     }
-    if (script == "stall") {  // headers, then silence until the client gives up
-      stream_head(socket);
+    if (script == "stall") {  // silence until the client gives up
+      if (on_stall) on_stall();
       char byte;
       boost::system::error_code ec;
       socket.read_some(net::buffer(&byte, 1), ec);
