@@ -46,7 +46,6 @@ struct KeepAliveConnection::Disarm {
 
 void KeepAliveConnection::arm() {
   const uint64_t armed = ++watch_->armed;
-  watch_->timed_out = false;
   deadline_.expires_after(bench_seconds(timeout_s_));
   deadline_.async_wait([watch = std::weak_ptr<Watch>(watch_), armed](const error_code& ec) {
     const std::shared_ptr<Watch> w = watch.lock();
@@ -71,6 +70,9 @@ void KeepAliveConnection::close() {
 
 net::awaitable<std::string> KeepAliveConnection::exchange(const HttpRequest& request, const ResponseSink& sink) {
   const Disarm disarm_on_return{*this};
+  // Cleared once per exchange, not per arming: a deadline that closed the socket just as a
+  // read succeeded still names the next operation's failure.
+  watch_->timed_out = false;
   auto describe = [&](const char* during, const error_code& ec) {
     if (watch_->timed_out) return fmt::format("no data from the server for {:g} s ({})", timeout_s_, during);
     return fmt::format("{}: {}", during, ec.message());

@@ -33,6 +33,9 @@ class KeepAliveConnection {
  public:
   KeepAliveConnection(const boost::asio::any_io_executor& executor,
                       boost::asio::ip::tcp::resolver::results_type endpoints, double timeout_s);
+  // The deadline's handler holds the socket's address.
+  KeepAliveConnection(KeepAliveConnection&&) = delete;
+  KeepAliveConnection& operator=(KeepAliveConnection&&) = delete;
 
   // Connects when needed, sends `request` and streams the response into `sink`. Returns what
   // cut the exchange ("" when the response completed or the sink abandoned it). A reused

@@ -315,6 +315,39 @@ TEST(HttpTarget, ASilentServerTimesOut) {
   EXPECT_TRUE(run.records[1].success) << run.records[1].error;
 }
 
+// The same once the stream has begun: the server sends the head and one event, then nothing;
+// it skips the clock past the timeout every 50 ms until the client gives up. (Which read the
+// client was in when the clock passed its deadline depends on the threads' timing: not asserted.)
+TEST(HttpTarget, AServerSilentMidStreamTimesOut) {
+  ScriptedServer s;
+  s.on_stall = [] { BenchClock::skip(std::chrono::seconds(601)); };
+  HttpTargetOptions options;
+  options.timeout_s = 600.0;
+  const RunResult run =
+      run_http(s.url(), scripted_workload({"ok", "head-then-stall"}, 1, ArrivalKind::kClosedLoop), options);
+  EXPECT_TRUE(run.records[0].success) << run.records[0].error;
+  EXPECT_FALSE(run.records[1].success);
+  EXPECT_EQ(run.records[1].error.rfind("no data from the server for 600 s (reading the response", 0), 0u)
+      << run.records[1].error;
+}
+
+// A connection left idle far past the timeout between requests is not cut: the timeout is the
+// exchange's, not the connection's. One connection carries all three requests.
+TEST(HttpTarget, AnIdleKeepAliveConnectionOutlivesTheTimeout) {
+  ScriptedServer s;
+  Workload w = scripted_workload({"ok", "ok", "ok"}, 1, ArrivalKind::kPoisson);
+  w.requests[1].arrival_s = 10.0;
+  w.requests[2].arrival_s = 20.0;
+  HttpTargetOptions options;
+  options.timeout_s = 1.0;
+  options.max_concurrency = 1;
+  const RunResult run = run_http(s.url(), w, options, [](int64_t, int64_t, double) {
+    BenchClock::skip(std::chrono::seconds(10));
+  });
+  for (const RequestRecord& r : run.records) EXPECT_TRUE(r.success) << r.error;
+  EXPECT_EQ(s.connections_accepted(), 4);  // the probe's, the two /metrics scrapes', the requests'
+}
+
 // An Optimate server's engine profile: the run's share is the difference of the scrapes before
 // and after it; a server without the series (404 here, or another engine's /metrics) leaves the
 // run without one, and says why.

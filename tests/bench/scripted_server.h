@@ -3,6 +3,8 @@
 // "garbage", ...), written as raw bytes so framing errors can be produced at will.
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -70,7 +72,8 @@ class ScriptedServer {
   int64_t hold_until_received = 0;
   // The body of the n-th GET /metrics (n from 0); unset or empty: 404, as a server without it.
   std::function<std::string(int64_t)> metrics;
-  // Called on the server's thread when a "stall" request has arrived and will get no answer.
+  // Called on the server's thread when a "stall" request has arrived and will get no answer;
+  // "head-then-stall" calls it every 50 ms after its first event, until the client hangs up.
   std::function<void()> on_stall;
 
  private:
@@ -205,6 +208,21 @@ class ScriptedServer {
       boost::system::error_code ec;
       socket.read_some(net::buffer(&byte, 1), ec);
       return false;
+    }
+    if (script == "head-then-stall") {  // the head and one event, then silence
+      stream_head(socket);
+      event(socket, text_chunk("a"));
+      for (;;) {
+        pollfd fd{socket.native_handle(), POLLIN, 0};
+        if (::poll(&fd, 1, 50) == 0) {
+          if (on_stall) on_stall();
+          continue;
+        }
+        char byte;
+        boost::system::error_code ec;
+        socket.read_some(net::buffer(&byte, 1), ec);
+        if (ec) return false;
+      }
     }
     if (script == "overloaded") {
       error_reply(socket, 503, "Service Unavailable", "queue full");
