@@ -41,6 +41,7 @@ class SamplingParams:
     logprobs: Optional[int] = None
     include_stop_str_in_output: bool = _D["include_stop_str_in_output"]
     skip_special_tokens: bool = _D["skip_special_tokens"]
+    spaces_between_special_tokens: bool = _D["spaces_between_special_tokens"]
     output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def __post_init__(self) -> None:

@@ -51,6 +51,7 @@ SamplingParams sampling_params_from(nb::handle p) {
   s.stop_token_ids = attr<std::vector<int64_t>>(p, "stop_token_ids");
   s.include_stop_str_in_output = attr<bool>(p, "include_stop_str_in_output");
   s.skip_special_tokens = attr<bool>(p, "skip_special_tokens");
+  s.spaces_between_special_tokens = attr<bool>(p, "spaces_between_special_tokens");
   s.logprobs = attr<std::optional<int64_t>>(p, "logprobs");
   s.validate();
   return s;

@@ -193,6 +193,7 @@ void bind_settings(nb::module_& m) {
     out["ignore_eos"] = d.ignore_eos;
     out["include_stop_str_in_output"] = d.include_stop_str_in_output;
     out["skip_special_tokens"] = d.skip_special_tokens;
+    out["spaces_between_special_tokens"] = d.spaces_between_special_tokens;
     return out;
   }, "The engine's SamplingParams defaults.");
   m.def("check_sampling_params", [](nb::handle params) { sampling_params_from(params); }, "params"_a);

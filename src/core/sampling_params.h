@@ -29,6 +29,7 @@ struct SamplingParams {
   std::vector<int64_t> stop_token_ids;
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;  // see DecodeOptions
   int64_t n = 1;
   std::optional<int64_t> logprobs;  // number of top logprobs per generated token
   // Top alternatives to report for every prompt token after the first (0: the token's own

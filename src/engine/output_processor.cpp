@@ -8,7 +8,8 @@ void OutputProcessor::add(const std::string& request_id, int64_t index,
                           std::span<const int32_t> prompt_ids,
                           std::shared_ptr<const SamplingParams> params) {
   Seq seq;
-  if (codec_) seq.decoder = codec_->make_decoder(prompt_ids, params->skip_special_tokens);
+  if (codec_)
+    seq.decoder = codec_->make_decoder(prompt_ids, {params->skip_special_tokens, params->spaces_between_special_tokens});
   for (const auto& s : params->stop) seq.look_back = std::max(seq.look_back, s.size() - 1);
   // A stop string kept in the output is never retracted: nothing to hold back (as vLLM).
   if (!params->include_stop_str_in_output) seq.hold_back = seq.look_back;

@@ -12,6 +12,14 @@
 
 namespace optimate {
 
+// How generated ids become text (vLLM's sampling parameters of these names).
+struct DecodeOptions {
+  bool skip_special_tokens = true;
+  // false, with skip_special_tokens false: an added token right after another added token is
+  // written as its content alone, whatever the decoder would put before it (vLLM's rule).
+  bool spaces_between_special_tokens = true;
+};
+
 class IncrementalDecoder {
  public:
   virtual ~IncrementalDecoder() = default;
@@ -27,7 +35,7 @@ class TextCodec {
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // A decoder for the tokens generated after `prompt_ids` (spacing may depend on them).
   virtual std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t> prompt_ids,
-                                                           bool skip_special_tokens) const = 0;
+                                                           const DecodeOptions& options) const = 0;
 };
 
 }  // namespace optimate

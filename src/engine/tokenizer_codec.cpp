@@ -9,8 +9,8 @@ namespace {
 class DetokenizerDecoder final : public IncrementalDecoder {
  public:
   DetokenizerDecoder(std::shared_ptr<const Tokenizer> tokenizer, std::span<const int32_t> prompt_ids,
-                     bool skip_special_tokens)
-      : detokenizer_(tokenizer, skip_special_tokens) {
+                     const DecodeOptions& options)
+      : detokenizer_(tokenizer, options.skip_special_tokens, options.spaces_between_special_tokens) {
     // SentencePiece decoding drops the leading space of a whole text; generated text continues
     // the prompt, so the stream first sees the prompt's last ordinary token, whose text is
     // discarded, and keeps the space the first generated word starts with (as vLLM does).
@@ -41,8 +41,8 @@ std::vector<int32_t> TokenizerCodec::encode(std::string_view text) const {
 }
 
 std::unique_ptr<IncrementalDecoder> TokenizerCodec::make_decoder(std::span<const int32_t> prompt_ids,
-                                                                 bool skip_special_tokens) const {
-  return std::make_unique<DetokenizerDecoder>(tokenizer_, prompt_ids, skip_special_tokens);
+                                                                 const DecodeOptions& options) const {
+  return std::make_unique<DetokenizerDecoder>(tokenizer_, prompt_ids, options);
 }
 
 std::shared_ptr<const Tokenizer> load_model_tokenizer(const LoadedModel& model) {

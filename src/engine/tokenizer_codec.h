@@ -17,7 +17,7 @@ class TokenizerCodec final : public TextCodec {
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t> prompt_ids,
-                                                   bool skip_special_tokens) const override;
+                                                   const DecodeOptions& options) const override;
 
   const std::shared_ptr<const Tokenizer>& tokenizer() const { return tokenizer_; }
 

@@ -79,6 +79,7 @@ void parse_generation_fields(const Json& body, GenerationRequest& r, int64_t voc
       if (id >= 0 && id < vocab_size) p.stop_token_ids.push_back(id);
   if (auto v = get_bool(body, "include_stop_str_in_output")) p.include_stop_str_in_output = *v;
   if (auto v = get_bool(body, "skip_special_tokens")) p.skip_special_tokens = *v;
+  if (auto v = get_bool(body, "spaces_between_special_tokens")) p.spaces_between_special_tokens = *v;
   if (auto v = get_int(body, "priority")) r.priority = ClientPriority{*v};
   if (auto v = get_bool(body, "add_special_tokens")) r.add_special_tokens = *v;
 

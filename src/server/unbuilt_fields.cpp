@@ -52,8 +52,6 @@ void refuse_unbuilt_fields(const Json& body) {
     bad_request("use_beam_search", "use_beam_search: beam search is not supported");
   if (auto penalty = get_number(body, "length_penalty"); penalty && *penalty != 1.0)
     bad_request("length_penalty", "length_penalty applies to beam search, which is not supported");
-  if (!get_bool(body, "spaces_between_special_tokens").value_or(true))
-    bad_request("spaces_between_special_tokens", "spaces_between_special_tokens=false is not supported");
   if (get_bool(body, "watermarking").value_or(false))
     bad_request("watermarking", "watermarking is not supported");
 }

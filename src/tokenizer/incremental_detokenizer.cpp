@@ -2,10 +2,11 @@
 
 namespace optimate {
 
-IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> tokenizer,
-                                               bool skip_special_tokens)
+IncrementalDetokenizer::IncrementalDetokenizer(std::shared_ptr<const Tokenizer> tokenizer, bool skip_special_tokens,
+                                               bool spaces_between_special_tokens)
     : tokenizer_(std::move(tokenizer)),
       skip_special_tokens_(skip_special_tokens),
+      raw_added_runs_(!spaces_between_special_tokens && !skip_special_tokens),
       stream_(tokenizer_->decoder()) {}
 
 std::string IncrementalDetokenizer::push(int32_t id) {
@@ -13,6 +14,11 @@ std::string IncrementalDetokenizer::push(int32_t id) {
   std::string out;
   if (skip_special_tokens_ && tokenizer_->is_special(id)) return out;
   stream_.push(token, out);
+  if (raw_added_runs_) {
+    const std::string* added = tokenizer_->added_content(id);
+    if (added && last_added_) out = *added;
+    last_added_ = added != nullptr;
+  }
   return out;
 }
 

@@ -32,6 +32,7 @@ Tokenizer::Tokenizer(TokenizerParts parts) : parts_(std::move(parts)) {
     if (t.id < 0) fail(ErrorCode::kInvalidFile, "{}: added token {:?} has no id", parts_.name, t.content);
     special_[t.id] = t.special;
     added_index_.try_emplace(t.content, t.id);
+    added_of_id_.try_emplace(t.id, static_cast<size_t>(&t - parts_.added_tokens.data()));
     if (!t.normalized) {
       raw.push_back(t);
       continue;
@@ -137,6 +138,11 @@ int32_t Tokenizer::token_to_id(std::string_view token) const {
 
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < vocab_size() && special_[id];
+}
+
+const std::string* Tokenizer::added_content(int32_t id) const {
+  const auto it = added_of_id_.find(id);
+  return it == added_of_id_.end() ? nullptr : &parts_.added_tokens[it->second].content;
 }
 
 std::vector<int32_t> Tokenizer::stop_ids() const {

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tokenizer/added_vocabulary.h"
@@ -74,6 +75,8 @@ class Tokenizer {
   const std::string& id_to_token(int32_t id) const;
   int32_t token_to_id(std::string_view token) const;  // -1 when absent
   bool is_special(int32_t id) const;
+  // An added token's content (special or not); nullptr for a token of the BPE model.
+  const std::string* added_content(int32_t id) const;
   int32_t bos_id() const { return parts_.bos_id; }
   int32_t eos_id() const { return parts_.eos_id; }
   // Tokens that end a generated turn: eos plus the end-of-turn specials chat templates write
@@ -94,6 +97,7 @@ class Tokenizer {
   tokenizer::AddedTokenMatcher normalized_matcher_;  // normalized added tokens
   tokenizer::TokenIndex added_index_;
   std::vector<uint8_t> special_;  // per id
+  std::unordered_map<int32_t, size_t> added_of_id_;  // id -> index in parts_.added_tokens
 };
 
 }  // namespace optimate

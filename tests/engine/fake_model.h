@@ -125,7 +125,7 @@ class FakeCodec final : public TextCodec {
     for (char c : text) ids.push_back(2 + static_cast<unsigned char>(c) % 60);
     return ids;
   }
-  std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t>, bool) const override {
+  std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t>, const DecodeOptions&) const override {
     struct Decoder final : IncrementalDecoder {
       std::string push(int32_t t) override { return piece(t); }
     };

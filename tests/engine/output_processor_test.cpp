@@ -18,7 +18,7 @@ const std::map<int32_t, std::string> kPieces = {
 class PieceCodec final : public TextCodec {
  public:
   std::vector<int32_t> encode(std::string_view) const override { return {}; }
-  std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t>, bool) const override {
+  std::unique_ptr<IncrementalDecoder> make_decoder(std::span<const int32_t>, const DecodeOptions&) const override {
     struct Decoder final : IncrementalDecoder {
       std::string push(int32_t t) override { return kPieces.at(t); }
     };

@@ -57,6 +57,26 @@ TEST(DecodeReference, SentencePiece) {
   expect_decode_equal(testing::load_cached(testing::data_path("spm_tiny_added")), "decode_spm_tiny_added.json");
 }
 
+// spaces_between_special_tokens=false: an added token right after another is its content alone
+// (" zqx" becomes "zqx" after "[[x]]", not after "llo"). The deltas are what vLLM 0.26 streams:
+// its rule for fast tokenizers over tokenizers' DecodeStream, for these ids of the tokenizer.
+TEST(IncrementalDetokenizer, WithoutSpacesBetweenSpecialTokensAnAddedRunIsItsContents) {
+  const auto tok = testing::load_cached(testing::data_path("spm_tiny_added"));
+  const std::vector<int32_t> ids = {1200, 1201, 1202, 534, 609, 1202, 1200, 2};
+  auto deltas = [&](bool skip, bool spaces) {
+    IncrementalDetokenizer stream(tok, skip, spaces);
+    std::vector<std::string> out;
+    for (int32_t id : ids) out.push_back(stream.push(id));
+    out.back() += stream.finish();
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(deltas(false, true), (V{"<tool>", "[[x]]", " zqx", " he", "llo", " zqx", "<tool>", "</s>"}));
+  EXPECT_EQ(deltas(false, false), (V{"<tool>", "[[x]]", "zqx", " he", "llo", " zqx", "<tool>", "</s>"}));
+  // Skipping special tokens, vLLM keeps the decoder's spacing whatever the other flag says.
+  EXPECT_EQ(deltas(true, false), deltas(true, true));
+}
+
 TEST(IncrementalDetokenizer, HoldsBackAnIncompleteCharacter) {
   auto tok = testing::smollm2();
   OPTIMATE_REQUIRE_TOKENIZER(tok);

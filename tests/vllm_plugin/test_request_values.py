@@ -34,7 +34,7 @@ COMPLETION = {"prompt": "The capital of France is", "max_tokens": 2, "ignore_eos
 CHAT = {"messages": [{"role": "user", "content": "Say something"}], "max_tokens": 2, "ignore_eos": True}
 CASES = [("completions", COMPLETION, [f]) for f in (
     "max_tokens", "n", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
-    "frequency_penalty", "repetition_penalty", "ignore_eos", "skip_special_tokens",
+    "frequency_penalty", "repetition_penalty", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
     "include_stop_str_in_output", "echo")]
 CASES += [("completions", {**COMPLETION, "max_tokens": 20}, ["min_tokens"]),
           ("completions", {**COMPLETION, "stop_token_ids": [None]}, ["stop_token_ids", 0]),
