@@ -1,5 +1,7 @@
 #include "server/http_connection.h"
 
+#include <poll.h>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -76,7 +78,8 @@ HttpConnection::HttpConnection(net::ip::tcp::socket socket, HttpServer& server)
     : stream_(std::move(socket)),
       server_(server),
       options_(server.options()),
-      read_timer_(stream_.get_executor()) {
+      read_timer_(stream_.get_executor()),
+      hangup_timer_(stream_.get_executor()) {
   boost::system::error_code ec;
   const auto peer = stream_.socket().remote_endpoint(ec);
   remote_ = ec ? std::string("-") : fmt::format("{}:{}", peer.address().to_string(), peer.port());
@@ -225,13 +228,31 @@ std::string HttpConnection::response_head(int status, std::string_view content_t
 }
 
 // While a response is pending, keep one read outstanding: it completes at once when the
-// client hangs up. Bytes of a pipelined next request are kept in buffer_ for the next parse.
+// client hangs up. Bytes of a pipelined next request are kept in buffer_ for the next parse;
+// once kWatchBufferBytes of them are held, reading on would hold any amount, so the hang-up is
+// looked for without reading instead.
 void HttpConnection::watch() {
-  if (watching_ || closed_ || buffer_.size() >= 64 * 1024) return;
+  if (watching_ || closed_) return;
+  if (buffer_.size() >= kWatchBufferBytes) return poll_for_hangup();
   watching_ = true;
   stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](
                                                      beast::error_code ec, size_t bytes) {
     self->on_watch(ec, bytes);
+  });
+}
+
+// Every kHangupPollInterval while an exchange is open: POLLRDHUP reports the client's FIN even
+// behind bytes not read yet; a reset or a hang-up, POLLERR / POLLHUP.
+void HttpConnection::poll_for_hangup() {
+  if (polling_hangup_ || closed_) return;
+  polling_hangup_ = true;
+  hangup_timer_.expires_after(kHangupPollInterval);
+  hangup_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    self->polling_hangup_ = false;
+    if (ec || self->closed_ || !self->exchange_open_) return;
+    pollfd fd{self->stream_.socket().native_handle(), POLLRDHUP, 0};
+    if (::poll(&fd, 1, 0) > 0 && (fd.revents & (POLLRDHUP | POLLHUP | POLLERR))) return self->client_gone();
+    self->poll_for_hangup();
   });
 }
 
@@ -443,6 +464,7 @@ void HttpConnection::close() {
   }
   on_disconnect_ = nullptr;
   read_timer_.cancel();
+  hangup_timer_.cancel();
   beast::error_code ignored;
   stream_.socket().shutdown(net::ip::tcp::socket::shutdown_both, ignored);
   stream_.close();

@@ -66,6 +66,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                             const std::vector<Header>& headers) const;
   void watch();
   void on_watch(boost::beast::error_code ec, size_t bytes);
+  void poll_for_hangup();
   void enqueue(std::string bytes);
   void write_next();
   void on_write(boost::beast::error_code ec, size_t bytes);
@@ -85,6 +86,12 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   // the socket before a 408 could be written.
   boost::asio::steady_timer read_timer_;
   bool read_timed_out_ = false;
+  // Pipelined bytes held while a response is pending, past which the watch stops reading and
+  // polls for the hang-up every kHangupPollInterval.
+  static constexpr size_t kWatchBufferBytes = 64 * 1024;
+  static constexpr std::chrono::milliseconds kHangupPollInterval{250};
+  boost::asio::steady_timer hangup_timer_;
+  bool polling_hangup_ = false;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
 
   uint64_t exchange_id_ = 0;

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "core/clock.h"
 #include "metrics/registry.h"
 #include "metrics/serving_metrics.h"
@@ -103,6 +105,12 @@ class ServingApi {
                         StreamSettings settings, const Admission& admission,
                         const std::shared_ptr<HttpExchange>& exchange);
   Admission admit(const HttpRequest& http_request);
+  // Runs `handler` on engine_waits_ rather than on the network thread: a handler that waits
+  // for the engine to take its task between two steps (seconds apart when a step is long)
+  // would hold a thread that /health and every other request need. Past
+  // kMaxEngineWaits such requests at once, a 503 with Retry-After.
+  void off_network(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange, Handler handler);
+  static constexpr int64_t kMaxEngineWaits = 64;
 
   GenerationBackend& backend_;
   metrics::Registry& registry_;
@@ -110,7 +118,9 @@ class ServingApi {
   const Clock& clock_;
   ApiOptions options_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
-  GrammarPool grammar_pool_;  // last: its threads stop first
+  GrammarPool grammar_pool_;
+  std::atomic<int64_t> num_engine_waits_{0};
+  boost::asio::thread_pool engine_waits_{4};  // last: its threads stop first
 };
 
 }  // namespace optimate::server

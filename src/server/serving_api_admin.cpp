@@ -1,4 +1,5 @@
 // Operational endpoints and the route table.
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "server/api_error.h"
@@ -22,6 +23,13 @@ void ServingApi::add_routes(Router& router) {
       (this->*member)(r, e);
     };
   };
+  auto bind_waiting = [this](auto member) {
+    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
+      off_network(r, e, [this, member](const HttpRequest& r2, const std::shared_ptr<HttpExchange>& e2) {
+        (this->*member)(r2, e2);
+      });
+    };
+  };
   router.add(http::verb::post, "/v1/completions", bind(&ServingApi::completions));
   router.add(http::verb::post, "/v1/chat/completions", bind(&ServingApi::chat_completions));
   router.add(http::verb::get, "/v1/models", bind(&ServingApi::models));
@@ -33,8 +41,8 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::get, "/version", bind(&ServingApi::version));
   router.add(http::verb::post, "/tokenize", bind(&ServingApi::tokenize));
   router.add(http::verb::post, "/detokenize", bind(&ServingApi::detokenize));
-  router.add(http::verb::get, "/v1/optimizers", bind(&ServingApi::list_optimizers));
-  router.add_prefix(http::verb::put, "/v1/optimizers/", bind(&ServingApi::update_optimizer));
+  router.add(http::verb::get, "/v1/optimizers", bind_waiting(&ServingApi::list_optimizers));
+  router.add_prefix(http::verb::put, "/v1/optimizers/", bind_waiting(&ServingApi::update_optimizer));
   // Fleet routers: both vLLM's and SGLang's names where they differ.
   router.add(http::verb::get, "/get_load", bind(&ServingApi::get_load));
   router.add(http::verb::get, "/load", bind(&ServingApi::server_load));
@@ -42,8 +50,8 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::get, "/get_server_info", bind(&ServingApi::server_info));
   router.add(http::verb::get, "/model_info", bind(&ServingApi::model_info));
   router.add(http::verb::get, "/get_model_info", bind(&ServingApi::model_info));
-  router.add(http::verb::post, "/flush_cache", bind(&ServingApi::flush_cache));
-  router.add(http::verb::post, "/reset_prefix_cache", bind(&ServingApi::flush_cache));
+  router.add(http::verb::post, "/flush_cache", bind_waiting(&ServingApi::flush_cache));
+  router.add(http::verb::post, "/reset_prefix_cache", bind_waiting(&ServingApi::flush_cache));
   router.add(http::verb::get, "/health_generate", bind(&ServingApi::health_generate));
   router.add(http::verb::post, "/v1/completions/render", bind(&ServingApi::render_completion));
   router.add(http::verb::post, "/v1/chat/completions/render", bind(&ServingApi::render_chat));
@@ -51,8 +59,8 @@ void ServingApi::add_routes(Router& router) {
   // publishes no KV-cache events, which vLLM answers with an empty list too.
   router.add(http::verb::get, "/kv_event_sources",
              [](const HttpRequest&, const std::shared_ptr<HttpExchange>& e) { e->send_json(200, "[]"); });
-  router.add(http::verb::post, "/v1/optimizers/rollback", bind(&ServingApi::rollback_optimizers));
-  router.add(http::verb::post, "/v1/optimizers/restore", bind(&ServingApi::restore_optimizers));
+  router.add(http::verb::post, "/v1/optimizers/rollback", bind_waiting(&ServingApi::rollback_optimizers));
+  router.add(http::verb::post, "/v1/optimizers/restore", bind_waiting(&ServingApi::restore_optimizers));
 }
 
 void ServingApi::models(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {
@@ -116,6 +124,24 @@ void ServingApi::detokenize(const HttpRequest& request,
     ids.push_back(static_cast<int32_t>(t));
   }
   exchange->send_json(200, dump_json({{"prompt", backend_.detokenize(ids)}}));
+}
+
+void ServingApi::off_network(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                             Handler handler) {
+  if (num_engine_waits_.fetch_add(1) >= kMaxEngineWaits) {
+    num_engine_waits_.fetch_sub(1);
+    throw ApiError(503, fmt::format("{} requests already wait for the engine; retry shortly.", kMaxEngineWaits))
+        .with_retry_after(1);
+  }
+  boost::asio::post(engine_waits_, [this, request = HttpRequest(request), exchange, handler = std::move(handler)] {
+    try {
+      handler(request, exchange);
+    } catch (...) {
+      send_exception(*exchange, std::current_exception(),
+                     std::string(request.method_string()) + " " + Router::path_of(request));
+    }
+    num_engine_waits_.fetch_sub(1);
+  });
 }
 
 void ServingApi::list_optimizers(const HttpRequest&, const std::shared_ptr<HttpExchange>& exchange) {

@@ -144,7 +144,23 @@ class FakeBackend final : public GenerationBackend {
     }
     return r;
   }
-  void reset_prefix_cache() override { ++num_prefix_cache_resets_; }
+  void reset_prefix_cache() override {
+    wait_for_engine();
+    ++num_prefix_cache_resets_;
+  }
+  // While held, what waits for the engine (the prefix-cache flush, listing optimizers) waits
+  // inside the backend: an engine in a long step.
+  void hold_engine(bool on) {
+    {
+      std::lock_guard gate(gate_mutex_);
+      engine_held_ = on;
+    }
+    gate_open_.notify_all();
+  }
+  int64_t num_waiting_for_engine() const {
+    std::lock_guard gate(gate_mutex_);
+    return num_waiting_for_engine_;
+  }
   int64_t num_prefix_cache_resets() const { return num_prefix_cache_resets_; }
   int64_t num_waiting() const override {
     std::lock_guard lock(mutex_);
@@ -156,7 +172,10 @@ class FakeBackend final : public GenerationBackend {
     std::lock_guard lock(mutex_);
     return static_cast<int64_t>(live_.size());
   }
-  Json list_optimizers() const override { return Json::array({{{"name", "priority"}}}); }
+  Json list_optimizers() const override {
+    wait_for_engine();
+    return Json::array({{{"name", "priority"}}});
+  }
   Json update_optimizer(const std::string& name, const Json& body) override {
     if (name != "priority") throw ApiError(404, "no optimizer " + name);
     return {{"name", name}, {"enabled", body.value("enabled", true)}};
@@ -256,8 +275,16 @@ class FakeBackend final : public GenerationBackend {
   std::atomic<int64_t> num_prefix_cache_resets_{0};
   std::vector<structured::GrammarSpec> grammars_;
   mutable std::mutex gate_mutex_;
-  std::condition_variable gate_open_;
+  mutable std::condition_variable gate_open_;
   bool compiles_held_ = false;
+  bool engine_held_ = false;
+  mutable int64_t num_waiting_for_engine_ = 0;
+  void wait_for_engine() const {
+    std::unique_lock gate(gate_mutex_);
+    ++num_waiting_for_engine_;
+    gate_open_.wait(gate, [this] { return !engine_held_; });
+    --num_waiting_for_engine_;
+  }
   int64_t num_compiles_ = 0;
   int64_t num_compiling_ = 0;
   std::vector<BackendRequest> requests_;

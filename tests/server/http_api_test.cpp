@@ -245,6 +245,24 @@ TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
   EXPECT_EQ(h.server.active_exchanges(), 0);
 }
 
+// The same with more pipelined bytes behind the request than the server reads ahead (64 KiB):
+// the hang-up is still seen, behind bytes nobody read.
+TEST(HttpApi, ClientDisconnectAbortsTheRequestBehindPipelinedBytes) {
+  Harness h;
+  h.backend.hold(true);
+  {
+    TestClient c(h.port());
+    std::string pipelined;
+    while (pipelined.size() < 100'000) pipelined += "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20})") + pipelined);
+    while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    c.close();
+  }
+  EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(30)));
+  EXPECT_EQ(h.backend.aborted_ids().size(), 1u);
+  EXPECT_EQ(h.server.active_exchanges(), 0);
+}
+
 TEST(HttpApi, PriorityReachesTheEngineAsTheClientSentIt) {
   Harness h;
   TestClient c(h.port());

@@ -103,6 +103,28 @@ TEST(Robustness, HealthAnswersWhileACompileStormIsOutstanding) {
   EXPECT_EQ(h.backend.num_compiles(), kRequests);
 }
 
+// Admin requests wait for the engine to take their task between two steps: more of them than
+// there are network threads, with the engine in a long step, leave /health and completions
+// answering.
+TEST(Robustness, HealthAnswersWhileAdminRequestsWaitForTheEngine) {
+  Harness h;
+  h.backend.hold_engine(true);
+  const int kRequests = 2 * Harness::options().num_threads + 1;
+  std::vector<std::unique_ptr<TestClient>> admin;
+  for (int i = 0; i < kRequests; ++i) {
+    admin.push_back(std::make_unique<TestClient>(h.port()));
+    if (i % 2) admin.back()->send_raw(raw_post("/flush_cache", ""));
+    else admin.back()->send_raw("GET /v1/optimizers HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  ASSERT_TRUE(eventually([&] { return h.backend.num_waiting_for_engine() >= Harness::options().num_threads; }));
+  TestClient other(h.port());
+  EXPECT_EQ(other.get("/health").status, 200);
+  EXPECT_EQ(other.post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}}).status, 200);
+  h.backend.hold_engine(false);
+  for (auto& c : admin) EXPECT_EQ(c->read_reply().status, 200);
+  EXPECT_EQ(h.backend.num_prefix_cache_resets(), kRequests / 2);
+}
+
 TEST(Robustness, AClientThatLeavesDropsItsQueuedCompile) {
   Harness h;
   h.backend.hold_compiles(true);
