@@ -1,11 +1,11 @@
 #include "bench/cost_model.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate::bench {
 
@@ -94,9 +94,8 @@ void get(const json& j, const char* key, T& out, const std::string& where) {
 }  // namespace
 
 CostProfile load_cost_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(ErrorCode::kNotFound, "cost profile {} cannot be opened", path);
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  json j = json::parse(read_regular_file(path, "cost profile " + path, kMaxTextFileBytes), nullptr,
+                       /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) fail(ErrorCode::kInvalidFile, "{}: not a JSON object", path);
   CostProfile p;
   get(j, "name", p.name, path);

@@ -1,13 +1,12 @@
 #include "bench/regression_gate.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate::bench {
 namespace {
@@ -69,11 +68,7 @@ Gate parse_gate(const std::string& text, const std::string& path) {
 }
 
 Gate load_gate(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(ErrorCode::kNotFound, "--gate {} cannot be opened", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_gate(text.str(), path);
+  return parse_gate(read_regular_file(path, "--gate " + path, kMaxTextFileBytes), path);
 }
 
 bool GateResult::passed() const {

@@ -1,12 +1,12 @@
 #include "bench/trace.h"
 
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "bench/distributions.h"
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate::bench {
 namespace {
@@ -93,11 +93,7 @@ void add_record(const json& record, TraceFormat format, const std::string& where
 }  // namespace
 
 std::vector<TraceRecord> load_trace(const TraceSpec& spec, int64_t max_records) {
-  std::ifstream in(spec.path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "trace file {} cannot be opened", spec.path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = read_regular_file(spec.path, "trace file " + spec.path, kMaxTextFileBytes);
   const size_t first = text.find_first_not_of(" \t\r\n");
   std::vector<TraceRecord> out;
   auto full = [&] { return max_records > 0 && static_cast<int64_t>(out.size()) >= max_records; };

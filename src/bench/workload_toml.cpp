@@ -1,14 +1,13 @@
 #include "bench/workload_toml.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <toml++/toml.h>
 
 #include "bench/toml_override.h"
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate::bench {
 namespace {
@@ -220,11 +219,7 @@ WorkloadSpec parse_workload_spec(const std::string& toml_text, const std::string
 }
 
 WorkloadSpec load_workload_spec(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) fail(ErrorCode::kNotFound, "workload file {} cannot be opened", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_workload_spec(text.str(), path, overrides);
+  return parse_workload_spec(read_regular_file(path, "workload file " + path, kMaxTextFileBytes), path, overrides);
 }
 
 }  // namespace optimate::bench

@@ -1,19 +1,23 @@
 #include "config/config_watcher.h"
 
-#include <fstream>
 #include <functional>
 #include <optional>
-#include <sstream>
+
+#include "config/engine_config.h"
+#include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate {
 namespace {
 
+// nullopt for what load_engine_config_file would refuse to read (a FIFO is never opened to wait
+// for a writer: this runs on the thread that handles signals).
 std::optional<size_t> content_hash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return std::hash<std::string>{}(text.str());
+  try {
+    return std::hash<std::string>{}(read_regular_file(path, path, kMaxConfigFileBytes));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace

@@ -35,6 +35,8 @@ struct EngineConfig {
 EngineConfig parse_engine_config_toml(std::string_view text, const std::string& source,
                                       EngineConfig base = {});
 EngineConfig load_engine_config_file(const std::string& path, EngineConfig base = {});
+// No configuration is larger: a bigger file is refused unread.
+inline constexpr size_t kMaxConfigFileBytes = size_t{16} << 20;
 
 // An optimizer option as a TOML value.
 std::string option_toml(const OptionValue& value);

@@ -1,8 +1,6 @@
 // TOML reading of EngineConfig; the only file that includes toml++.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -10,6 +8,7 @@
 #include "config/settings.h"
 #include "config/toml_text.h"
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace optimate {
 namespace {
@@ -133,19 +132,13 @@ EngineConfig parse_engine_config_toml(std::string_view text, const std::string& 
 }
 
 EngineConfig load_engine_config_file(const std::string& path, EngineConfig base) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail(ErrorCode::kInvalidFile, "config file {} is a directory", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "cannot open config file {}", path);
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path, "config file " + path, kMaxConfigFileBytes);
   // An empty file is a file caught mid-write or truncated by mistake far more often than a
   // wish for every default: it is refused like any broken file.
-  if (!has_toml_content(text.str()))
+  if (!has_toml_content(text))
     fail(ErrorCode::kInvalidFile, "config file {} is empty (write an empty [engine] table to mean the defaults)",
          path);
-  return parse_engine_config_toml(text.str(), path, std::move(base));
+  return parse_engine_config_toml(text, path, std::move(base));
 }
 
 }  // namespace optimate

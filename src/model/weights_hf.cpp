@@ -1,13 +1,12 @@
 // Weights from a Hugging Face model directory: config.json plus model.safetensors, or shards
 // listed in model.safetensors.index.json ({"weight_map": {tensor: shard file}}).
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "model/safetensors_file.h"
 #include "model/weight_loading.h"
 
@@ -17,12 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 
 nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "cannot open '{}'", path.string());
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string name = fmt::format("'{}'", path.string());
+  const std::string text = read_regular_file(path.string(), name, kMaxTextFileBytes);
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorCode::kInvalidFile, "'{}' is not valid JSON: {}", path.string(), e.what());
   }

@@ -1,11 +1,10 @@
 // Loading a Hugging Face tokenizer.json (+ tokenizer_config.json / chat_template.jinja).
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace optimate {
@@ -16,10 +15,9 @@ using nlohmann::json;
 namespace {
 
 json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "{}: cannot open", path);
+  const std::string text = read_regular_file(path, path, kMaxTextFileBytes);
   try {
-    return json::parse(in);
+    return json::parse(text);
   } catch (const json::exception& e) {
     fail(ErrorCode::kInvalidFile, "{}: not valid JSON: {}", path, e.what());
   }
@@ -165,10 +163,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::from_tokenizer_json(const std::strin
   }
   const auto jinja = std::filesystem::path(path).parent_path() / "chat_template.jinja";
   if (parts.chat_template.empty() && std::filesystem::exists(jinja)) {
-    std::ifstream in(jinja, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    parts.chat_template = ss.str();
+    parts.chat_template = read_regular_file(jinja.string(), jinja.string(), kMaxTextFileBytes);
   }
   if (parts.bos_id < 0 && parts.prefix_ids.size() == 1) parts.bos_id = parts.prefix_ids[0];
   return std::make_shared<const Tokenizer>(std::move(parts));

@@ -2,6 +2,7 @@
 own for a value out of its range), never an abort with an uncaught exception (status 134) and
 never a run whose results are lost at the end."""
 
+import os
 import struct
 import subprocess
 import time
@@ -38,7 +39,17 @@ def test_a_port_out_of_range_names_the_range():
 
 def test_tokenize_a_folder_says_so(tmp_path):
     r = run("tokenize", "--model", MODEL, "--file", tmp_path)
-    assert r.returncode == 1 and "is a folder" in r.stderr, (r.returncode, r.stderr)
+    assert r.returncode == 1 and "is a directory" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_a_pipe_or_a_device_is_refused_not_read(tmp_path):
+    """A FIFO would block the open for ever, /dev/zero would never end: both are refused."""
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    r = run("serve", "--model", MODEL, "--port", "0", "--config", fifo)
+    assert r.returncode == 1 and "not a regular file" in r.stderr, (r.returncode, r.stderr)
+    r = run("perplexity", "--model", MODEL, "--file", "/dev/zero")
+    assert r.returncode == 1 and "not a regular file" in r.stderr, (r.returncode, r.stderr)
 
 
 def workload(path, num_requests=8, prompt_max=64):

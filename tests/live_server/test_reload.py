@@ -3,6 +3,7 @@ file changes, an invalid file rejected whole, the version in GET /v1/optimizers 
 rollback and restore by request, and the decision log and recorded trace on disk."""
 
 import json
+import os
 import signal
 import time
 
@@ -135,3 +136,15 @@ def test_an_empty_file_or_a_directory_is_refused_and_the_running_configuration_k
     assert body["config"]["version"] == 1
     assert {o["name"]: o for o in body["data"]}["priority"]["options"] == {"levels": 3}
     complete(server, 2)
+    # A named pipe where the file was: opening it to read would wait for a writer, on the thread
+    # that handles signals. Refused on SIGHUP, and that thread still reloads a good file after it.
+    config.rmdir()
+    os.mkfifo(config)
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while "regular file" not in (status(server)["config"]["last_reload"] or {}).get("error", "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "not a regular file" in status(server)["config"]["last_reload"]["error"], status(server)["config"]
+    config.unlink()
+    config.write_text("[engine]\nmax_num_seqs = 8\n\n[optimizers.priority]\nlevels = 2\n")
+    wait_version(server, 2)
