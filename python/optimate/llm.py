@@ -49,25 +49,37 @@ class LLM:
 
     def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
                  sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
-                 priority: Optional[Sequence[int]] = None, use_tqdm: bool = True) -> list[RequestOutput]:
+                 priority: Union[None, int, Sequence[int]] = None, use_tqdm: bool = True) -> list[RequestOutput]:
         """Completes every prompt; one RequestOutput per prompt, in order. ``sampling_params``
-        is one for all or one per prompt; ``priority`` one per prompt (larger first, unless
+        and ``priority`` are one for all or one per prompt (a larger priority first, unless
         ``priority_order="lower-first"``). A progress bar (tqdm) shows once a batch has run for a
         couple of seconds."""
         if isinstance(prompts, (str, Mapping)) or (
                 isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
+        elif not isinstance(prompts, Iterable):
+            raise ValueError("prompts must be a prompt (text, token ids, or a {\"prompt\": ...} dict) or a "
+                             f"list of them, got {type(prompts).__name__}")
         return self._run([_prompt(self.llm_engine._core, p) for p in prompts], sampling_params, priority, use_tqdm)
 
     def chat(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
              sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
-             add_generation_prompt: bool = True, priority: Optional[Sequence[int]] = None,
+             add_generation_prompt: bool = True, priority: Union[None, int, Sequence[int]] = None,
              use_tqdm: bool = True) -> list[RequestOutput]:
         """Completes one conversation (a list of {"role", "content"} dicts) or several, rendered
         with the model's chat template."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+            raise ValueError("messages must be a list of {\"role\", \"content\"} dicts, or a list of such lists, "
+                             f"got {type(messages).__name__}")
         conversations = [messages] if messages and isinstance(messages[0], Mapping) else list(messages)
         prompts = []
         for conversation in conversations:
+            if isinstance(conversation, (str, bytes)) or not isinstance(conversation, Sequence) or \
+                    not all(isinstance(m, Mapping) for m in conversation):
+                raise ValueError(f"a conversation must be a list of {{\"role\", \"content\"}} dicts, got {conversation!r:.200}")
+            for m in conversation:
+                if not isinstance(m.get("role"), str):
+                    raise ValueError(f"a message's role must be a string, got {m.get('role')!r:.100}")
             pairs = [(m["role"], _content_text(m)) for m in conversation]
             text, ids = self.llm_engine._core.chat_prompt(pairs, add_generation_prompt)
             prompts.append((text, ids))
@@ -93,8 +105,13 @@ class LLM:
             for p in params_list:
                 if not isinstance(p, SamplingParams):
                     raise ValueError(f"sampling_params must be SamplingParams, got {type(p).__name__}")
-        if priority is not None and len(priority) != n:
-            raise ValueError(f"{len(priority)} priorities for {n} prompts")
+        if priority is None or (isinstance(priority, int) and not isinstance(priority, bool)):
+            priority = [priority] * n
+        elif isinstance(priority, Sequence) and not isinstance(priority, (str, bytes)):
+            if len(priority) != n:
+                raise ValueError(f"{len(priority)} priorities for {n} prompts")
+        else:
+            raise ValueError(f"priority must be an int or a list of ints, one per prompt, got {type(priority).__name__}")
         engine = self.llm_engine
         order: dict[str, int] = {}
         try:
@@ -102,7 +119,7 @@ class LLM:
                 request_id = str(next(self._ids))
                 params = dataclasses.replace(params, output_kind=RequestOutputKind.FINAL_ONLY)
                 engine.add_request(request_id, {"prompt": text, "prompt_token_ids": ids}, params,
-                                   priority=None if priority is None else priority[i])
+                                   priority=priority[i])
                 order[request_id] = i
             results: list[Optional[RequestOutput]] = [None] * n
             bar = _progress(n) if use_tqdm else None

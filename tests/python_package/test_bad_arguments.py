@@ -129,3 +129,39 @@ def test_prompts_of_the_wrong_shape_are_named(model, prompt, word):
     engine = create_optimized_engine(small_args(model, max_model_len=64))
     with pytest.raises(ValueError, match=word):
         engine.add_request("r", prompt, SamplingParams(max_tokens=2))
+
+
+def test_llm_priority_is_one_for_all_or_one_per_prompt(model):
+    """As python.md says; anything else is a ValueError naming it."""
+    from optimate import LLM
+
+    llm = LLM(model, device="cpu", kv_cache_memory="64MiB", max_model_len=512)
+    greedy = SamplingParams(temperature=0, max_tokens=2)
+    one = llm.generate(["Hi", "there"], greedy, priority=5, use_tqdm=False)
+    each = llm.generate(["Hi", "there"], greedy, priority=[5, 5], use_tqdm=False)
+    assert [o.outputs[0].text for o in one] == [o.outputs[0].text for o in each]
+    for bad in ("high", 1.5, True):
+        with pytest.raises(ValueError, match="priority must be an int"):
+            llm.generate(["Hi"], greedy, priority=bad, use_tqdm=False)
+    with pytest.raises(ValueError, match="3 priorities for 2 prompts"):
+        llm.generate(["Hi", "there"], greedy, priority=[1, 2, 3], use_tqdm=False)
+
+
+@pytest.mark.parametrize("prompts", [None, 5])
+def test_llm_prompts_that_are_not_prompts_are_named(model, prompts):
+    from optimate import LLM
+
+    llm = LLM(model, device="cpu", kv_cache_memory="64MiB", max_model_len=512)
+    with pytest.raises(ValueError, match="prompts must be"):
+        llm.generate(prompts, use_tqdm=False)
+
+
+@pytest.mark.parametrize("messages, word", [
+    ("hi", "messages must be"), ([{"role": 5, "content": None}], "role must be a string"), ([["hi"]], "conversation"),
+])
+def test_llm_chat_messages_of_the_wrong_shape_are_named(model, messages, word):
+    from optimate import LLM
+
+    llm = LLM(model, device="cpu", kv_cache_memory="64MiB", max_model_len=512)
+    with pytest.raises(ValueError, match=word):
+        llm.chat(messages, use_tqdm=False)
