@@ -63,6 +63,7 @@ NamedConfig load_named_config(const std::string& name_or_path, const std::vector
 }
 
 BuiltEngine build_sim_engine(EngineConfig config, const CostProfile& card, int64_t logits_vocab_size) {
+  config.validate();  // as the other backends do, before the card's block size and capacity replace it
   BuiltEngine b;
   b.fake_clock = std::make_shared<FakeClock>(0);
   b.clock = b.fake_clock;

@@ -1,7 +1,9 @@
 #include "bench/workload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
+#include <set>
 
 #include "bench/distributions.h"
 #include "bench/trace.h"
@@ -43,9 +45,13 @@ void validate(const WorkloadSpec& spec) {
     fail(ErrorCode::kInvalidArgument, "workload token_id_min/max: need 0 <= {} <= {}",
          spec.token_id_min, spec.token_id_max);
   double total_weight = 0.0;
+  std::set<std::string> names;
   for (const auto& c : spec.priorities) {
-    if (!(c.weight >= 0.0))
-      fail(ErrorCode::kInvalidArgument, "workload.priorities \"{}\": weight must be >= 0", c.name);
+    if (!(c.weight >= 0.0) || !std::isfinite(c.weight))
+      fail(ErrorCode::kInvalidArgument, "workload.priorities \"{}\": weight must be finite and >= 0, got {}", c.name,
+           c.weight);
+    if (!names.insert(c.name).second)
+      fail(ErrorCode::kInvalidArgument, "workload.priorities: two classes are named \"{}\"", c.name);
     total_weight += c.weight;
   }
   if (!spec.priorities.empty() && !(total_weight > 0.0))
@@ -192,6 +198,19 @@ void add_conversations(const WorkloadSpec& spec, const std::vector<std::vector<i
   }
 }
 
+// The clocks that run a workload count nanoseconds in 64 bits: arrivals past kMaxArrivalS (a
+// rate far too low, a trace's timestamps in the wrong unit) are refused, not wrapped.
+constexpr double kMaxArrivalS = 1e9;
+
+const Workload& check_arrivals(const Workload& w) {
+  for (const BenchRequest& r : w.requests)
+    if (!(r.arrival_s >= 0.0 && r.arrival_s <= kMaxArrivalS))
+      fail(ErrorCode::kInvalidArgument,
+           "request {} arrives at {:g} s, past the {:g} s a run can span (is the arrival rate that low?)", r.id,
+           r.arrival_s, kMaxArrivalS);
+  return w;
+}
+
 }  // namespace
 
 Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
@@ -222,7 +241,7 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   w.spec = spec;
   if (spec.conversation) {
     add_conversations(spec, prefixes, rng, w, prompt_tokens);
-    return w;
+    return check_arrivals(w);
   }
   const std::vector<double> arrivals = draw_arrivals(spec.arrival, n, arrival_rng);
   w.requests.resize(static_cast<size_t>(n));
@@ -280,7 +299,7 @@ Workload build_workload(const WorkloadSpec& spec, const TextEncoder& encoder) {
   }
   std::stable_sort(w.requests.begin(), w.requests.end(),
                    [](const BenchRequest& a, const BenchRequest& b) { return a.arrival_s < b.arrival_s; });
-  return w;
+  return check_arrivals(w);
 }
 
 }  // namespace optimate::bench

@@ -1,7 +1,12 @@
 #include "bench/workload_toml.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
+#include <string_view>
+#include <vector>
+
+#include <fmt/ranges.h>
 
 #include <toml++/toml.h>
 
@@ -74,6 +79,28 @@ ArrivalKind arrival_kind(const std::string& name, const std::string& source) {
        "closed, trace, phases", source, name);
 }
 
+// A key the arrival kind does not read would be silently ignored (a --sweep over it would
+// measure one load under several labels): refused, naming what the kind takes.
+void check_arrival_keys(const toml::table& arrival, ArrivalKind kind, const std::string& source) {
+  std::vector<std::string_view> takes;
+  switch (kind) {
+    case ArrivalKind::kConstant:
+    case ArrivalKind::kPoisson: takes = {"rate"}; break;
+    case ArrivalKind::kGamma: takes = {"rate", "burstiness"}; break;
+    case ArrivalKind::kBurst: takes = {"on_s", "off_s", "on_rate", "off_rate"}; break;
+    case ArrivalKind::kClosedLoop: takes = {"concurrency"}; break;
+    case ArrivalKind::kPhases: takes = {"phases"}; break;
+    case ArrivalKind::kOffline:
+    case ArrivalKind::kTrace: break;
+  }
+  for (const auto& [key, node] : arrival) {
+    const std::string_view k = key.str();
+    if (k == "kind" || std::find(takes.begin(), takes.end(), k) != takes.end()) continue;
+    fail(ErrorCode::kInvalidFile, "{}: workload.arrival.{} does not apply to kind \"{}\" (it takes {})", source, k,
+         arrival_kind_name(kind), takes.empty() ? std::string("no other key") : fmt::format("{}", fmt::join(takes, ", ")));
+  }
+}
+
 LengthSpec read_length(const toml::table* t, const char* path, LengthSpec spec, const std::string& source) {
   if (!t) return spec;
   TableReader r(*t, path, source);
@@ -136,6 +163,7 @@ WorkloadSpec read_spec(const toml::table& doc, const std::string& source) {
       }
     }
     ar.reject_unknown();
+    check_arrival_keys(*a, spec.arrival.kind, source);
   }
   spec.prompt = read_length(r.table("prompt"), "workload.prompt", spec.prompt, source);
   spec.output = read_length(r.table("output"), "workload.output", spec.output, source);

@@ -11,6 +11,7 @@
 #include "bench/report_json.h"
 #include "bench/sim_runner.h"
 #include "bench/summary.h"
+#include "core/error.h"
 
 namespace optimate::bench {
 namespace {
@@ -119,6 +120,18 @@ RunResult simulate(const Workload& w) {
   config.max_num_seqs = 32;
   BuiltEngine target = build_sim_engine(config, load_cost_profile(kProfile), w.spec.token_id_max + 1);
   return run_in_process(target, w);
+}
+
+// The configuration is checked as every backend checks it, before the profile's block size and
+// capacity take the place of its own: a value no backend runs is refused, not ignored.
+TEST(Sim, SettingsNoBackendRunsAreRefused) {
+  const CostProfile card = load_cost_profile(kProfile);
+  EngineConfig config;
+  config.block_size = 3;
+  EXPECT_THROW(build_sim_engine(config, card, 4001), Error);
+  config = EngineConfig{};
+  config.num_kv_blocks = -1;
+  EXPECT_THROW(build_sim_engine(config, card, 4001), Error);
 }
 
 // A static quantized cache (kv-cache-dtype fp8) holds the memory of the bf16 one in fp8

@@ -323,6 +323,39 @@ TEST(WorkloadToml, BadValuesAreRejectedWhenBuilt) {
   EXPECT_THROW(build_workload(spec), Error);
 }
 
+// What would be ignored or overflow is refused: a key the arrival kind does not read (set in the
+// file or by --set / --sweep), an infinite weight, two classes of one name, and arrivals past the
+// span a run's clocks can count (a rate of 1e-10 per second).
+TEST(WorkloadToml, KeysValuesAndArrivalsThatCannotMeanWhatTheySayAreRefused) {
+  auto message = [](const auto& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string burst = "[workload.arrival]\nkind = \"burst\"\non_s = 1\noff_s = 1\non_rate = 5\n";
+  EXPECT_NE(message([&] { parse_workload_spec(burst, "b.toml", {"workload.arrival.rate=2"}); })
+                .find("workload.arrival.rate does not apply to kind \"burst\" (it takes on_s, off_s, on_rate, off_rate)"),
+            std::string::npos);
+  EXPECT_NE(message([&] { parse_workload_spec("[workload.arrival]\nkind = \"offline\"\nconcurrency = 4\n", "o.toml"); })
+                .find("takes no other key"),
+            std::string::npos);
+  const std::string classes = "[[workload.priorities]]\nname = \"a\"\nweight = 1\n[[workload.priorities]]\nname = ";
+  EXPECT_NE(message([&] { build_workload(parse_workload_spec(classes + "\"b\"\nweight = inf\n", "w.toml")); })
+                .find("weight must be finite"),
+            std::string::npos);
+  EXPECT_NE(message([&] { build_workload(parse_workload_spec(classes + "\"a\"\nweight = 1\n", "d.toml")); })
+                .find("two classes are named \"a\""),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              build_workload(parse_workload_spec("[workload]\nnum_requests = 3\n[workload.arrival]\nkind = \"poisson\"\n"
+                                                 "rate = 1e-10\n", "slow.toml"));
+            }).find("past the 1e+09 s a run can span"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace optimate::bench
 
