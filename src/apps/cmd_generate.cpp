@@ -3,6 +3,7 @@
 // It is a small client of the engine: it stops, detokenizes and samples as the server does.
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -28,7 +29,7 @@ struct GenerateOptions {
   bool chat = false;
   std::optional<std::string> system;
   SamplingParams sampling;
-  std::optional<uint64_t> seed;
+  std::optional<std::string> seed;  // parsed strictly: CLI11 wraps -1 and saturates 2^64 into an unsigned
 };
 
 std::vector<int32_t> encode_prompt(const GenerateOptions& o, const Engine& engine) {
@@ -58,7 +59,14 @@ void run_generate(GenerateOptions& o) {
     std::fputs(config.to_toml().c_str(), stdout);
     return;
   }
-  o.sampling.seed = o.seed;
+  if (o.seed) {
+    uint64_t seed = 0;
+    const char* end = o.seed->data() + o.seed->size();
+    const auto [ptr, ec] = std::from_chars(o.seed->data(), end, seed);
+    if (o.seed->empty() || ec != std::errc() || ptr != end)
+      fail(ErrorCode::kInvalidArgument, "--seed must be an integer in [0, 2^64), got {}", *o.seed);
+    o.sampling.seed = seed;
+  }
   o.sampling.validate();
   Engine engine = create_optimized_engine(config);
 

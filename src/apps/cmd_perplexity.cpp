@@ -60,7 +60,9 @@ void add_perplexity_command(CLI::App& app) {
   cmd->add_option("--ctx", o->options.ctx, "tokens per window (its second half is scored)")->capture_default_str();
   cmd->add_option("--chunk", o->options.chunk, "prefill chunk: later chunks read the KV of earlier ones as stored")
       ->capture_default_str();
-  cmd->add_option("--max-windows", o->options.max_windows, "windows to score at most (0: all)")->capture_default_str();
+  cmd->add_option("--max-windows", o->options.max_windows, "windows to score at most (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the figures as JSON");
   cmd->callback([o] { run_perplexity(*o); });
 }

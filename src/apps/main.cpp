@@ -44,6 +44,15 @@ void block_process_signals(int, char**, char**) {
 __attribute__((section(".preinit_array"), used)) void (*const kBlockSignalsFirst)(int, char**, char**) =
     block_process_signals;
 
+bool is_subcommand(CLI::App& app, const std::string& name) {
+  try {
+    app.get_subcommand(name);
+    return true;
+  } catch (const CLI::OptionNotFound&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -79,6 +88,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A first word that is no subcommand: say so, rather than CLI11's "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-' && !is_subcommand(app, argv[1])) {
+      std::string known;
+      for (const CLI::App* sub : app.get_subcommands({}))
+        if (!sub->get_group().empty()) known += (known.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "error: unknown subcommand '%s' (one of: %s)\n", argv[1], known.c_str());
+      return e.get_exit_code();
+    }
     return app.exit(e);
   } catch (const optimate::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

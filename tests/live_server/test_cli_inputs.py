@@ -26,6 +26,7 @@ def run(*args, timeout=60):
     (["--http-read-timeout", "inf"], "--http-read-timeout must be in (0, 86400]"),
     (["--http-read-timeout", "1e10"], "--http-read-timeout must be in (0, 86400]"),
     (["--grammar-compile-timeout", "inf"], "--grammar-compile-timeout must be in (0, 86400]"),
+    (["--num-kv-blocks", "99999999999"], "--num-kv-blocks 99999999999 needs"),
 ])
 def test_serve_refuses_values_past_what_it_can_run(flags, words):
     r = run("serve", "--model", MODEL, "--port", "0", *flags)
@@ -35,6 +36,17 @@ def test_serve_refuses_values_past_what_it_can_run(flags, words):
 def test_a_port_out_of_range_names_the_range():
     r = run("serve", "--model", MODEL, "--port", "70000")
     assert r.returncode not in (0, -6, 134) and "65535" in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("seed", ["-1", "18446744073709551616", "1.5"])
+def test_a_seed_out_of_range_is_refused_not_wrapped(seed):
+    r = run("generate", "--model", MODEL, "--prompt", "hi", "--max-tokens", "1", "--seed", seed)
+    assert r.returncode == 1 and "--seed must be an integer in [0, 2^64)" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_an_unknown_subcommand_is_named():
+    r = run("servee", "--model", MODEL)
+    assert r.returncode != 0 and "unknown subcommand 'servee' (one of: generate," in r.stderr, (r.returncode, r.stderr)
 
 
 def test_tokenize_a_folder_says_so(tmp_path):

@@ -42,6 +42,11 @@ CpuMemoryPlan plan_cpu_memory(const ModelConfig& c, const CpuMemoryLimits& l, in
   if (l.fixed_kv_blocks > 0) {
     blocks = l.fixed_kv_blocks;
     p.fixed = true;
+    const double bytes = static_cast<double>(blocks) * static_cast<double>(per_block);
+    if ((l.available_bytes > 0 && bytes > static_cast<double>(l.available_bytes)) || bytes > 9e18)
+      fail(ErrorCode::kInvalidArgument,
+           "--num-kv-blocks {} needs {:.1f} GB of KV cache, more than the {:.1f} GB of memory available", blocks,
+           bytes / 1e9, l.available_bytes / 1e9);
   } else if (l.available_bytes > 0) {
     const int64_t cap = static_cast<int64_t>(kKvShareOfAvailable * static_cast<double>(l.available_bytes)) / per_block;
     if (blocks > cap) {
