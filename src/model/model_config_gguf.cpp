@@ -141,9 +141,9 @@ ModelConfig model_config_from_gguf(const GgufFile& f) {
   c.intermediate_size = keys.required_int("feed_forward_length");
   c.num_heads = keys.required_int("attention.head_count");
   c.num_kv_heads = keys.get_int("attention.head_count_kv", c.num_heads);
-  if (c.num_heads <= 0) {
-    fail(ErrorCode::kInvalidFile, "'{}': {} must be positive", f.name(),
-         keys.key("attention.head_count"));
+  // What the head size is derived from comes first, so an error names the key that is wrong.
+  for (const auto& [value, key] : {std::pair{c.hidden_size, "embedding_length"}, std::pair{c.num_heads, "attention.head_count"}}) {
+    if (value <= 0) fail(ErrorCode::kInvalidFile, "'{}': {} must be positive, got {}", f.name(), keys.key(key), value);
   }
   c.head_dim = keys.get_int("attention.key_length", c.hidden_size / c.num_heads);
   if (keys.get_int("attention.value_length", c.head_dim) != c.head_dim) {

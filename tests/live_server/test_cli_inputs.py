@@ -44,6 +44,18 @@ def test_a_seed_out_of_range_is_refused_not_wrapped(seed):
     assert r.returncode == 1 and "--seed must be an integer in [0, 2^64)" in r.stderr, (r.returncode, r.stderr)
 
 
+def test_a_gguf_with_a_hidden_size_of_0_names_that_key(tmp_path):
+    data = bytearray(MODEL.read_bytes())
+    key = b"llama.embedding_length"
+    at = data.find(key) + len(key)
+    assert struct.unpack_from("<I", data, at)[0] == 4  # GGUF's uint32 type, then the value
+    struct.pack_into("<I", data, at + 4, 0)
+    model = tmp_path / "hidden0.gguf"
+    model.write_bytes(data)
+    r = run("generate", "--model", model, "--prompt", "hi", "--max-tokens", "1")
+    assert r.returncode == 1 and "llama.embedding_length must be positive, got 0" in r.stderr, (r.returncode, r.stderr)
+
+
 def test_an_unknown_subcommand_is_named():
     r = run("servee", "--model", MODEL)
     assert r.returncode != 0 and "unknown subcommand 'servee' (one of: generate," in r.stderr, (r.returncode, r.stderr)
