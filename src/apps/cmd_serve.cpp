@@ -189,6 +189,7 @@ void run_serve(ServeOptions& o) {
   server::ApiOptions api_options;
   api_options.max_num_queued_reqs = o.max_num_queued_reqs;
   api_options.version = OPTIMATE_VERSION;
+  api_options.request_threads = o.http_threads;
   api_options.load_format =
       o.get_load_format == "sglang" ? server::LoadFormat::kSglang : server::LoadFormat::kVllm;
   api_options.grammar.num_threads = o.grammar_threads;
@@ -256,7 +257,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "seconds running requests may take to finish after SIGTERM")
       ->capture_default_str();
-  cmd->add_option("--http-threads", o->http_threads, "network threads")->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads,
+                  "network threads, and as many threads that parse and tokenize requests off them")
+      ->capture_default_str();
   cmd->add_option("--http-read-timeout", o->read_timeout_s,
                   "seconds a request may take to arrive (then 408); idle connections close after it")
       ->capture_default_str();

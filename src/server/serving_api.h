@@ -35,20 +35,30 @@ struct ApiOptions {
   std::string version;
   LoadFormat load_format = LoadFormat::kVllm;
   GrammarPoolOptions grammar;  // structured outputs' compiles (--grammar-compile-*)
+  // Threads that parse and tokenize requests (completions, chat, /tokenize, the render
+  // endpoints), so the network threads only move bytes and answer the cheap paths.
+  int64_t request_threads = 2;
 };
 
 class ServingApi {
  public:
   ServingApi(GenerationBackend& backend, metrics::Registry& registry,
              metrics::ServingMetrics& metrics, const Clock& clock, ApiOptions options);
+  // Lets the request and engine-wait threads finish what they hold while every member exists.
+  ~ServingApi();
+  ServingApi(const ServingApi&) = delete;
+  ServingApi& operator=(const ServingApi&) = delete;
 
   void add_routes(Router& router);
   // The grammar compiles' counters (tests, and what a slow structured request waits on).
   GrammarPool::Stats grammar_stats() const { return grammar_pool_.stats(); }
 
  private:
-  void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
-  void chat_completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
+  struct Admission;
+  void completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                   const Admission& admission);
+  void chat_completions(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                        const Admission& admission);
   void models(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void health(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
   void metrics_text(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange);
@@ -84,7 +94,7 @@ class ServingApi {
   // Tokenizes bad_words into the request's params.
   void prepare_params(GenerationRequest& request) const;
   // Runs `next` once the request's grammar is compiled into its params: at once when it has
-  // none, else on the exchange's strand after the grammar pool is done (a disconnect first
+  // none, else on a request thread after the grammar pool is done (a disconnect first
   // withdraws the compile). Errors of the compile or of `next` are answered as route()'s are.
   void with_grammar(std::shared_ptr<GenerationRequest> request, const std::shared_ptr<HttpExchange>& exchange,
                     std::function<void()> next);
@@ -111,6 +121,12 @@ class ServingApi {
   // kMaxEngineWaits such requests at once, a 503 with Retry-After.
   void off_network(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange, Handler handler);
   static constexpr int64_t kMaxEngineWaits = 64;
+  // Runs `handler` on request_work_: parsing and tokenizing a large body takes a network
+  // thread for as long, and with it /health and every stream it writes. Past
+  // kMaxQueuedBodyBytes of bodies waiting for a thread, a 503 with Retry-After.
+  void on_request_threads(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                          Handler handler);
+  static constexpr int64_t kMaxQueuedBodyBytes = int64_t{256} << 20;
 
   GenerationBackend& backend_;
   metrics::Registry& registry_;
@@ -120,7 +136,9 @@ class ServingApi {
   std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
   GrammarPool grammar_pool_;
   std::atomic<int64_t> num_engine_waits_{0};
-  boost::asio::thread_pool engine_waits_{4};  // last: its threads stop first
+  std::atomic<int64_t> queued_body_bytes_{0};
+  boost::asio::thread_pool engine_waits_{4};
+  boost::asio::thread_pool request_work_;
 };
 
 }  // namespace optimate::server

@@ -1,4 +1,6 @@
 // Operational endpoints and the route table.
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
@@ -15,7 +17,13 @@ ServingApi::ServingApi(GenerationBackend& backend, metrics::Registry& registry,
     : backend_(backend), registry_(registry), metrics_(metrics), clock_(clock),
       options_(std::move(options)),
       grammar_pool_([&backend](const structured::GrammarSpec& spec) { return backend.compile_grammar(spec); },
-                    options_.grammar, clock) {}
+                    options_.grammar, clock),
+      request_work_(static_cast<size_t>(std::max<int64_t>(1, options_.request_threads))) {}
+
+ServingApi::~ServingApi() {
+  request_work_.join();
+  engine_waits_.join();
+}
 
 void ServingApi::add_routes(Router& router) {
   auto bind = [this](auto member) {
@@ -30,8 +38,25 @@ void ServingApi::add_routes(Router& router) {
       });
     };
   };
-  router.add(http::verb::post, "/v1/completions", bind(&ServingApi::completions));
-  router.add(http::verb::post, "/v1/chat/completions", bind(&ServingApi::chat_completions));
+  auto bind_work = [this](auto member) {
+    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
+      on_request_threads(r, e, [this, member](const HttpRequest& r2, const std::shared_ptr<HttpExchange>& e2) {
+        (this->*member)(r2, e2);
+      });
+    };
+  };
+  // A generation request arrives, and counts as in flight, when its body is in: before it waits
+  // for a request thread.
+  auto bind_generation = [this](auto member) {
+    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
+      on_request_threads(r, e, [this, member, admission = admit(r)](const HttpRequest& r2,
+                                                                   const std::shared_ptr<HttpExchange>& e2) {
+        (this->*member)(r2, e2, admission);
+      });
+    };
+  };
+  router.add(http::verb::post, "/v1/completions", bind_generation(&ServingApi::completions));
+  router.add(http::verb::post, "/v1/chat/completions", bind_generation(&ServingApi::chat_completions));
   router.add(http::verb::get, "/v1/models", bind(&ServingApi::models));
   router.add(http::verb::get, "/health", bind(&ServingApi::health));
   // vLLM's /ping (SageMaker's probe, GET and POST): /health's answer.
@@ -39,8 +64,8 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::post, "/ping", bind(&ServingApi::health));
   router.add(http::verb::get, "/metrics", bind(&ServingApi::metrics_text));
   router.add(http::verb::get, "/version", bind(&ServingApi::version));
-  router.add(http::verb::post, "/tokenize", bind(&ServingApi::tokenize));
-  router.add(http::verb::post, "/detokenize", bind(&ServingApi::detokenize));
+  router.add(http::verb::post, "/tokenize", bind_work(&ServingApi::tokenize));
+  router.add(http::verb::post, "/detokenize", bind_work(&ServingApi::detokenize));
   router.add(http::verb::get, "/v1/optimizers", bind_waiting(&ServingApi::list_optimizers));
   router.add_prefix(http::verb::put, "/v1/optimizers/", bind_waiting(&ServingApi::update_optimizer));
   // Fleet routers: both vLLM's and SGLang's names where they differ.
@@ -53,8 +78,8 @@ void ServingApi::add_routes(Router& router) {
   router.add(http::verb::post, "/flush_cache", bind_waiting(&ServingApi::flush_cache));
   router.add(http::verb::post, "/reset_prefix_cache", bind_waiting(&ServingApi::flush_cache));
   router.add(http::verb::get, "/health_generate", bind(&ServingApi::health_generate));
-  router.add(http::verb::post, "/v1/completions/render", bind(&ServingApi::render_completion));
-  router.add(http::verb::post, "/v1/chat/completions/render", bind(&ServingApi::render_chat));
+  router.add(http::verb::post, "/v1/completions/render", bind_work(&ServingApi::render_completion));
+  router.add(http::verb::post, "/v1/chat/completions/render", bind_work(&ServingApi::render_chat));
   // vLLM's KV-event discovery (vllm-router's kv_aware policy asks every worker): this replica
   // publishes no KV-cache events, which vLLM answers with an empty list too.
   router.add(http::verb::get, "/kv_event_sources",
@@ -141,6 +166,26 @@ void ServingApi::off_network(const HttpRequest& request, const std::shared_ptr<H
                      std::string(request.method_string()) + " " + Router::path_of(request));
     }
     num_engine_waits_.fetch_sub(1);
+  });
+}
+
+void ServingApi::on_request_threads(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                                    Handler handler) {
+  const int64_t bytes = static_cast<int64_t>(request.body().size());
+  if (queued_body_bytes_.fetch_add(bytes) + bytes > kMaxQueuedBodyBytes && bytes > 0) {
+    queued_body_bytes_.fetch_sub(bytes);
+    throw ApiError(503, "The server is busy: too many request bytes wait to be read; retry shortly.")
+        .with_retry_after(1);
+  }
+  boost::asio::post(request_work_, [this, bytes, request = HttpRequest(request), exchange,
+                                    handler = std::move(handler)] {
+    queued_body_bytes_.fetch_sub(bytes);
+    try {
+      handler(request, exchange);
+    } catch (...) {
+      send_exception(*exchange, std::current_exception(),
+                     std::string(request.method_string()) + " " + Router::path_of(request));
+    }
   });
 }
 

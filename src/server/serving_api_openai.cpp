@@ -2,6 +2,7 @@
 #include <chrono>
 #include <limits>
 
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -138,11 +139,11 @@ void ServingApi::with_grammar(std::shared_ptr<GenerationRequest> r, const std::s
     return;
   }
   const std::string field = r->grammar->field;
-  auto ticket = grammar_pool_.compile(*r->grammar, [r, exchange, field, next = std::move(next)](
+  auto ticket = grammar_pool_.compile(*r->grammar, [this, r, exchange, field, next = std::move(next)](
                                                        std::shared_ptr<const TokenConstraint> constraint,
                                                        std::exception_ptr error) {
-    // Continues on the connection's strand, as the handler ran.
-    exchange->post([r, exchange, field, next, constraint = std::move(constraint), error] {
+    // Continues on a request thread, as the handler ran (tokenizing the prompt comes next).
+    boost::asio::post(request_work_, [r, exchange, field, next, constraint = std::move(constraint), error] {
       try {
         if (error) {
           try {
@@ -245,16 +246,15 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   if (r.stream) exchange->start_events();
 }
 
-void ServingApi::completions(const HttpRequest& http_request,
-                             const std::shared_ptr<HttpExchange>& exchange) {
-  Admission admission = admit(http_request);
+void ServingApi::completions(const HttpRequest& http_request, const std::shared_ptr<HttpExchange>& exchange,
+                             const Admission& admission) {
   Json body = parse_json_body(http_request.body());
   auto r = std::make_shared<CompletionRequest>(parse_completion_request(body, backend_.model().vocab_size));
   check_model(r->model);
   if (r->grammar) check_queue(static_cast<int64_t>(r->prompts.size()));  // before a compile it would waste
   const bool want_logprobs = r->params.logprobs.has_value();  // as asked: best_of adds them for itself
   prepare_params(*r);
-  with_grammar(r, exchange, [this, r, exchange, want_logprobs, admission = std::move(admission)] {
+  with_grammar(r, exchange, [this, r, exchange, want_logprobs, admission] {
     StreamSettings settings;
     settings.kind = ApiKind::kCompletion;
     settings.want_logprobs = want_logprobs;
@@ -271,15 +271,14 @@ void ServingApi::completions(const HttpRequest& http_request,
   });
 }
 
-void ServingApi::chat_completions(const HttpRequest& http_request,
-                                  const std::shared_ptr<HttpExchange>& exchange) {
-  Admission admission = admit(http_request);
+void ServingApi::chat_completions(const HttpRequest& http_request, const std::shared_ptr<HttpExchange>& exchange,
+                                  const Admission& admission) {
   Json body = parse_json_body(http_request.body());
   auto r = std::make_shared<ChatRequest>(parse_chat_request(body, backend_.model().vocab_size));
   check_model(r->model);
   if (r->grammar) check_queue();  // before a compile it would waste
   prepare_params(*r);
-  with_grammar(r, exchange, [this, r, exchange, admission = std::move(admission)] {
+  with_grammar(r, exchange, [this, r, exchange, admission] {
     StreamSettings settings;
     settings.kind = ApiKind::kChat;
     settings.want_logprobs = r->logprobs;

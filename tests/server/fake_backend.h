@@ -50,6 +50,7 @@ class FakeBackend final : public GenerationBackend {
 
   const ModelInfo& model() const override { return info_; }
   std::vector<int32_t> tokenize(std::string_view text, bool) const override {
+    wait_while(tokenizer_held_);
     return std::vector<int32_t>(text.begin(), text.end());
   }
   std::string detokenize(std::span<const int32_t> ids) const override {
@@ -150,14 +151,10 @@ class FakeBackend final : public GenerationBackend {
   }
   // While held, what waits for the engine (the prefix-cache flush, listing optimizers) waits
   // inside the backend: an engine in a long step.
-  void hold_engine(bool on) {
-    {
-      std::lock_guard gate(gate_mutex_);
-      engine_held_ = on;
-    }
-    gate_open_.notify_all();
-  }
-  int64_t num_waiting_for_engine() const {
+  void hold_engine(bool on) { set_gate(engine_held_, on); }
+  // While held, tokenizing waits: a prompt of megabytes.
+  void hold_tokenizer(bool on) { set_gate(tokenizer_held_, on); }
+  int64_t num_waiting_for_engine() const {  // at either gate
     std::lock_guard gate(gate_mutex_);
     return num_waiting_for_engine_;
   }
@@ -278,13 +275,22 @@ class FakeBackend final : public GenerationBackend {
   mutable std::condition_variable gate_open_;
   bool compiles_held_ = false;
   bool engine_held_ = false;
+  bool tokenizer_held_ = false;
   mutable int64_t num_waiting_for_engine_ = 0;
-  void wait_for_engine() const {
+  void set_gate(bool& held, bool on) {
+    {
+      std::lock_guard gate(gate_mutex_);
+      held = on;
+    }
+    gate_open_.notify_all();
+  }
+  void wait_while(const bool& held) const {
     std::unique_lock gate(gate_mutex_);
     ++num_waiting_for_engine_;
-    gate_open_.wait(gate, [this] { return !engine_held_; });
+    gate_open_.wait(gate, [&held] { return !held; });
     --num_waiting_for_engine_;
   }
+  void wait_for_engine() const { wait_while(engine_held_); }
   int64_t num_compiles_ = 0;
   int64_t num_compiling_ = 0;
   std::vector<BackendRequest> requests_;

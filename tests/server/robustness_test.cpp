@@ -125,6 +125,26 @@ TEST(Robustness, HealthAnswersWhileAdminRequestsWaitForTheEngine) {
   EXPECT_EQ(h.backend.num_prefix_cache_resets(), kRequests / 2);
 }
 
+// Parsing and tokenizing run on request threads: with every one of them in a long tokenization
+// (a prompt of megabytes), /health and the metrics still answer, and every request is then
+// answered.
+TEST(Robustness, HealthAnswersWhileEveryRequestThreadTokenizes) {
+  Harness h;
+  h.backend.hold_tokenizer(true);
+  const int kRequests = 2 * Harness::options().num_threads + 1;
+  std::vector<std::unique_ptr<TestClient>> heavy;
+  for (int i = 0; i < kRequests; ++i) {
+    heavy.push_back(std::make_unique<TestClient>(h.port()));
+    heavy.back()->send_raw(raw_post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})"));
+  }
+  ASSERT_TRUE(eventually([&] { return h.backend.num_waiting_for_engine() == 2; }));  // both request threads
+  TestClient other(h.port());
+  EXPECT_EQ(other.get("/health").status, 200);
+  EXPECT_EQ(other.get("/metrics").status, 200);
+  h.backend.hold_tokenizer(false);
+  for (auto& c : heavy) EXPECT_EQ(c->read_reply().status, 200);
+}
+
 TEST(Robustness, AClientThatLeavesDropsItsQueuedCompile) {
   Harness h;
   h.backend.hold_compiles(true);
