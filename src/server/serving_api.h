@@ -134,11 +134,12 @@ class ServingApi {
   const Clock& clock_;
   ApiOptions options_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_ = std::make_shared<std::atomic<int64_t>>(0);
-  GrammarPool grammar_pool_;
   std::atomic<int64_t> num_engine_waits_{0};
   std::atomic<int64_t> queued_body_bytes_{0};
   boost::asio::thread_pool engine_waits_{4};
   boost::asio::thread_pool request_work_;
+  // Last: destroyed first, so no compile's answer is posted to a request pool already gone.
+  GrammarPool grammar_pool_;
 };
 
 }  // namespace optimate::server

@@ -16,9 +16,9 @@ ServingApi::ServingApi(GenerationBackend& backend, metrics::Registry& registry,
                        metrics::ServingMetrics& metrics, const Clock& clock, ApiOptions options)
     : backend_(backend), registry_(registry), metrics_(metrics), clock_(clock),
       options_(std::move(options)),
+      request_work_(static_cast<size_t>(std::max<int64_t>(1, options_.request_threads))),
       grammar_pool_([&backend](const structured::GrammarSpec& spec) { return backend.compile_grammar(spec); },
-                    options_.grammar, clock),
-      request_work_(static_cast<size_t>(std::max<int64_t>(1, options_.request_threads))) {}
+                    options_.grammar, clock) {}
 
 ServingApi::~ServingApi() {
   request_work_.join();
@@ -172,7 +172,9 @@ void ServingApi::off_network(const HttpRequest& request, const std::shared_ptr<H
 void ServingApi::on_request_threads(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
                                     Handler handler) {
   const int64_t bytes = static_cast<int64_t>(request.body().size());
-  if (queued_body_bytes_.fetch_add(bytes) + bytes > kMaxQueuedBodyBytes && bytes > 0) {
+  // One body larger than the bound on its own waits alone (--max-body-size bounds it).
+  const int64_t queued = queued_body_bytes_.fetch_add(bytes);
+  if (queued > 0 && queued + bytes > kMaxQueuedBodyBytes) {
     queued_body_bytes_.fetch_sub(bytes);
     throw ApiError(503, "The server is busy: too many request bytes wait to be read; retry shortly.")
         .with_retry_after(1);

@@ -1,6 +1,7 @@
 // POST /v1/completions and POST /v1/chat/completions.
 #include <chrono>
 #include <limits>
+#include <mutex>
 
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
@@ -139,6 +140,23 @@ void ServingApi::with_grammar(std::shared_ptr<GenerationRequest> r, const std::s
     return;
   }
   const std::string field = r->grammar->field;
+  // The withdrawal on disconnect is registered before the compile can answer: the continuation
+  // registers the request's own abort after it, on the same strand, and must not be replaced.
+  struct Withdrawal {
+    std::mutex mutex;
+    std::shared_ptr<GrammarPool::Ticket> ticket;
+    bool client_left = false;
+  };
+  auto withdrawal = std::make_shared<Withdrawal>();
+  exchange->on_disconnect([withdrawal] {
+    std::shared_ptr<GrammarPool::Ticket> ticket;
+    {
+      std::lock_guard lock(withdrawal->mutex);
+      withdrawal->client_left = true;
+      ticket = withdrawal->ticket;
+    }
+    if (ticket) ticket->cancel();
+  });
   auto ticket = grammar_pool_.compile(*r->grammar, [this, r, exchange, field, next = std::move(next)](
                                                        std::shared_ptr<const TokenConstraint> constraint,
                                                        std::exception_ptr error) {
@@ -159,7 +177,13 @@ void ServingApi::with_grammar(std::shared_ptr<GenerationRequest> r, const std::s
       }
     });
   });
-  exchange->on_disconnect([ticket] { ticket->cancel(); });
+  bool client_left = false;
+  {
+    std::lock_guard lock(withdrawal->mutex);
+    withdrawal->ticket = ticket;
+    client_left = withdrawal->client_left;
+  }
+  if (client_left) ticket->cancel();
 }
 
 std::shared_ptr<void> ServingApi::track_in_flight() {
@@ -215,35 +239,44 @@ void ServingApi::start_generation(const GenerationRequest& r, std::vector<std::v
   settings.submit_ns = clock_.now_ns();
   auto stream = std::make_shared<GenerationStream>(exchange, meta, std::move(settings), &metrics_, clock_);
 
-  // One engine request per prompt; prompt p's sequences are p * best_of .. p * best_of + best_of - 1.
-  std::vector<std::string> ids;
-  try {
-    for (size_t p = 0; p < prompts.size(); ++p) {
-      BackendRequest request;
-      request.request_id = prompts.size() == 1 ? engine_id : fmt::format("{}-{}", engine_id, p);
-      request.prompt_token_ids = std::move(prompts[p]);
-      request.params = params[p];
-      request.metadata = metadata;
-      request.tokens_as_ids = r.return_tokens_as_token_ids;
-      ids.push_back(request.request_id);
-      const int64_t first_choice = static_cast<int64_t>(p) * params[p].n;
-      // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
-      // The sink lives until the engine has finished the request: so does its in-flight count.
-      backend_.submit(std::move(request), [stream, exchange, first_choice, in_flight = admission.in_flight](
-                                              std::vector<GenerationOutput> outputs) {
-        for (auto& out : outputs) out.index += first_choice;
-        exchange->post([stream, outputs = std::move(outputs)] { stream->on_outputs(outputs); });
-      });
+  // Submitted on the connection's strand: the abort on disconnect and the stream's head are
+  // then in place before any output the engine posts to that strand (from a request thread
+  // they would only be queued beside it, and an early output would find no stream started).
+  auto submit = [this, exchange, stream, engine_id, metadata, prompts = std::move(prompts), params = std::move(params),
+                 tokens_as_ids = r.return_tokens_as_token_ids, streamed = r.stream,
+                 in_flight = admission.in_flight]() mutable {
+    // One engine request per prompt; prompt p's sequences are p * best_of .. p * best_of + best_of - 1.
+    std::vector<std::string> ids;
+    try {
+      for (size_t p = 0; p < prompts.size(); ++p) {
+        BackendRequest request;
+        request.request_id = prompts.size() == 1 ? engine_id : fmt::format("{}-{}", engine_id, p);
+        request.prompt_token_ids = std::move(prompts[p]);
+        request.params = params[p];
+        request.metadata = metadata;
+        request.tokens_as_ids = tokens_as_ids;
+        ids.push_back(request.request_id);
+        const int64_t first_choice = static_cast<int64_t>(p) * params[p].n;
+        // Outputs arrive on the engine thread; formatting and writing happen on the connection's.
+        // The sink lives until the engine has finished the request: so does its in-flight count.
+        backend_.submit(std::move(request), [stream, exchange, first_choice, in_flight](
+                                                std::vector<GenerationOutput> outputs) {
+          for (auto& out : outputs) out.index += first_choice;
+          exchange->post([stream, outputs = std::move(outputs)] { stream->on_outputs(outputs); });
+        });
+      }
+    } catch (...) {
+      ids.pop_back();  // the one refused
+      for (const auto& id : ids) backend_.abort(id);
+      send_exception(*exchange, std::current_exception(), "generation request");
+      return;
     }
-  } catch (...) {
-    ids.pop_back();  // the one refused
-    for (const auto& id : ids) backend_.abort(id);
-    throw;
-  }
-  exchange->on_disconnect([backend = &backend_, ids] {
-    for (const auto& id : ids) backend->abort(id);
-  });
-  if (r.stream) exchange->start_events();
+    exchange->on_disconnect([backend = &backend_, ids] {
+      for (const auto& id : ids) backend->abort(id);
+    });
+    if (streamed) exchange->start_events();
+  };
+  exchange->post(std::move(submit));
 }
 
 void ServingApi::completions(const HttpRequest& http_request, const std::shared_ptr<HttpExchange>& exchange,

@@ -116,7 +116,27 @@ class FakeBackend final : public GenerationBackend {
     std::lock_guard lock(mutex_);
     return requests_;
   }
+  // Every request's whole answer (one token "a" per choice, finished) is given to its sink
+  // inside submit, before submit returns: an engine that refuses or finishes a request at once.
+  void finish_in_submit(bool on) { finish_in_submit_ = on; }
+
   void submit(BackendRequest request, OutputSink sink) override {
+    if (finish_in_submit_) {
+      std::vector<GenerationOutput> outputs;
+      for (int64_t i = 0; i < request.params.n; ++i) {
+        GenerationOutput o;
+        o.index = i;
+        o.text = "a";
+        o.token_ids = {'a'};
+        o.num_new_tokens = 1;
+        o.finished = true;
+        o.finish_reason = "length";
+        o.num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+        outputs.push_back(std::move(o));
+      }
+      sink(std::move(outputs));
+      return;
+    }
     std::lock_guard lock(mutex_);
     auto& r = live_[request.request_id];
     r.request = std::move(request);
@@ -274,6 +294,7 @@ class FakeBackend final : public GenerationBackend {
   mutable std::mutex gate_mutex_;
   mutable std::condition_variable gate_open_;
   bool compiles_held_ = false;
+  std::atomic<bool> finish_in_submit_{false};
   bool engine_held_ = false;
   bool tokenizer_held_ = false;
   mutable int64_t num_waiting_for_engine_ = 0;

@@ -61,6 +61,24 @@ TEST(HttpApi, CompletionNonStreaming) {
   EXPECT_EQ(again.json()["data"][0]["max_model_len"], 64);
 }
 
+// An engine may answer a request before submit returns (a refusal, a request finished at once):
+// the stream's head and the output still reach the client in order, for every request.
+TEST(HttpApi, AnAnswerGivenInsideSubmitStillStreams) {
+  Harness h;
+  h.backend.finish_in_submit(true);
+  for (int i = 0; i < 20; ++i) {
+    TestClient c(h.port());
+    auto r = c.post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}, {"stream", true}});
+    ASSERT_EQ(r.status, 200);
+    bool done = false;
+    const auto events = sse_events(r.body, &done);
+    EXPECT_TRUE(done);
+    ASSERT_EQ(events.size(), 1u) << r.body;
+    EXPECT_EQ(events[0]["choices"][0]["text"], "a");
+    EXPECT_EQ(events[0]["choices"][0]["finish_reason"], "length");
+  }
+}
+
 TEST(HttpApi, ChatStreamingFollowsTheSseContract) {
   Harness h;
   TestClient c(h.port());
@@ -261,6 +279,26 @@ TEST(HttpApi, ClientDisconnectAbortsTheRequestBehindPipelinedBytes) {
   EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(30)));
   EXPECT_EQ(h.backend.aborted_ids().size(), 1u);
   EXPECT_EQ(h.server.active_exchanges(), 0);
+}
+
+// With a grammar already compiled, the request goes on at once: its abort on disconnect must
+// still be the hook that stays (the compile's withdrawal is registered before it).
+TEST(HttpApi, ClientDisconnectAbortsARequestWhoseGrammarWasCached) {
+  Harness h;
+  TestClient first(h.port());
+  ASSERT_EQ(first.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}, {"guided_regex", "a+"}}).status, 200);
+  h.backend.hold(true);
+  for (int i = 0; i < 10; ++i) {
+    {
+      TestClient c(h.port());
+      c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20,"guided_regex":"a+"})"));
+      while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      c.close();
+    }
+    EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(30)));
+    EXPECT_EQ(h.backend.aborted_ids().size(), static_cast<size_t>(i + 1));
+  }
+  EXPECT_EQ(h.backend.num_compiles(), 1);  // the others found it cached
 }
 
 TEST(HttpApi, PriorityReachesTheEngineAsTheClientSentIt) {
