@@ -150,7 +150,6 @@ bool EngineHandle::has_unfinished() const { return engine().has_unfinished(); }
 
 void EngineHandle::set_optimizer(const OptimizerSpec& spec) { engine().set_optimizer(spec); }
 
-
 EngineStats EngineHandle::stats() const { return engine().stats(); }
 
 Engine EngineHandle::release() {

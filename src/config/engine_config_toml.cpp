@@ -1,6 +1,5 @@
 // TOML reading of EngineConfig; the only file that includes toml++.
 #include <algorithm>
-#include <filesystem>
 
 #include <toml++/toml.h>
 

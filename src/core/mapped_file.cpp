@@ -1,35 +1,25 @@
 #include "core/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace optimate {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorCode::kInvalidFile, "'{}' is not a regular file", path);
-  }
-  size_ = static_cast<size_t>(st.st_size);
+  const RegularFile file(path, fmt::format("'{}'", path));
+  size_ = file.size();
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      fail(ErrorCode::kInvalidFile, "cannot map '{}': {}", path, std::strerror(errno));
-    }
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+    if (p == MAP_FAILED) fail(ErrorCode::kInvalidFile, "cannot map '{}': {}", path, std::strerror(errno));
     data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
 }
 
 MappedFile::~MappedFile() {

@@ -11,7 +11,8 @@ namespace optimate {
 
 class MappedFile {
  public:
-  // Throws Error(kNotFound / kInvalidFile) naming the path.
+  // Throws Error(kNotFound / kInvalidFile) naming the path; only a regular file is opened
+  // (core/regular_file.h).
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

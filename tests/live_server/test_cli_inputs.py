@@ -67,12 +67,17 @@ def test_tokenize_a_folder_says_so(tmp_path):
 
 
 def test_a_pipe_or_a_device_is_refused_not_read(tmp_path):
-    """A FIFO would block the open for ever, /dev/zero would never end: both are refused."""
+    """A FIFO would block the open for ever, /dev/zero would never end: both are refused, as a
+    configuration, a text file and a model."""
     fifo = tmp_path / "config.toml"
     os.mkfifo(fifo)
     r = run("serve", "--model", MODEL, "--port", "0", "--config", fifo)
     assert r.returncode == 1 and "not a regular file" in r.stderr, (r.returncode, r.stderr)
     r = run("perplexity", "--model", MODEL, "--file", "/dev/zero")
+    assert r.returncode == 1 and "not a regular file" in r.stderr, (r.returncode, r.stderr)
+    model = tmp_path / "model.gguf"
+    os.mkfifo(model)
+    r = run("generate", "--model", model, "--prompt", "hi")
     assert r.returncode == 1 and "not a regular file" in r.stderr, (r.returncode, r.stderr)
 
 
