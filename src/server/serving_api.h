@@ -119,7 +119,8 @@ class ServingApi {
   // for the engine to take its task between two steps (seconds apart when a step is long)
   // would hold a thread that /health and every other request need. Past
   // kMaxEngineWaits such requests at once, a 503 with Retry-After.
-  void off_network(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange, Handler handler);
+  void on_engine_wait_threads(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                              Handler handler);
   static constexpr int64_t kMaxEngineWaits = 64;
   // Runs `handler` on request_work_: parsing and tokenizing a large body takes a network
   // thread for as long, and with it /health and every stream it writes. Past

@@ -31,20 +31,14 @@ void ServingApi::add_routes(Router& router) {
       (this->*member)(r, e);
     };
   };
-  auto bind_waiting = [this](auto member) {
-    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
-      off_network(r, e, [this, member](const HttpRequest& r2, const std::shared_ptr<HttpExchange>& e2) {
-        (this->*member)(r2, e2);
-      });
+  // A handler run by `dispatch` (on_engine_wait_threads, on_request_threads) off the network thread.
+  auto bind_on = [this, bind](auto dispatch, auto member) {
+    return [this, bind, dispatch, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
+      (this->*dispatch)(r, e, bind(member));
     };
   };
-  auto bind_work = [this](auto member) {
-    return [this, member](const HttpRequest& r, const std::shared_ptr<HttpExchange>& e) {
-      on_request_threads(r, e, [this, member](const HttpRequest& r2, const std::shared_ptr<HttpExchange>& e2) {
-        (this->*member)(r2, e2);
-      });
-    };
-  };
+  auto bind_waiting = [&](auto member) { return bind_on(&ServingApi::on_engine_wait_threads, member); };
+  auto bind_work = [&](auto member) { return bind_on(&ServingApi::on_request_threads, member); };
   // A generation request arrives, and counts as in flight, when its body is in: before it waits
   // for a request thread.
   auto bind_generation = [this](auto member) {
@@ -151,20 +145,30 @@ void ServingApi::detokenize(const HttpRequest& request,
   exchange->send_json(200, dump_json({{"prompt", backend_.detokenize(ids)}}));
 }
 
-void ServingApi::off_network(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
-                             Handler handler) {
+namespace {
+
+// What route() does for a handler on the network thread: its errors become the answer.
+void run_answering_errors(const Handler& handler, const HttpRequest& request,
+                          const std::shared_ptr<HttpExchange>& exchange) {
+  try {
+    handler(request, exchange);
+  } catch (...) {
+    send_exception(*exchange, std::current_exception(),
+                   std::string(request.method_string()) + " " + Router::path_of(request));
+  }
+}
+
+}  // namespace
+
+void ServingApi::on_engine_wait_threads(const HttpRequest& request, const std::shared_ptr<HttpExchange>& exchange,
+                                        Handler handler) {
   if (num_engine_waits_.fetch_add(1) >= kMaxEngineWaits) {
     num_engine_waits_.fetch_sub(1);
     throw ApiError(503, fmt::format("{} requests already wait for the engine; retry shortly.", kMaxEngineWaits))
         .with_retry_after(1);
   }
   boost::asio::post(engine_waits_, [this, request = HttpRequest(request), exchange, handler = std::move(handler)] {
-    try {
-      handler(request, exchange);
-    } catch (...) {
-      send_exception(*exchange, std::current_exception(),
-                     std::string(request.method_string()) + " " + Router::path_of(request));
-    }
+    run_answering_errors(handler, request, exchange);
     num_engine_waits_.fetch_sub(1);
   });
 }
@@ -182,12 +186,7 @@ void ServingApi::on_request_threads(const HttpRequest& request, const std::share
   boost::asio::post(request_work_, [this, bytes, request = HttpRequest(request), exchange,
                                     handler = std::move(handler)] {
     queued_body_bytes_.fetch_sub(bytes);
-    try {
-      handler(request, exchange);
-    } catch (...) {
-      send_exception(*exchange, std::current_exception(),
-                     std::string(request.method_string()) + " " + Router::path_of(request));
-    }
+    run_answering_errors(handler, request, exchange);
   });
 }
 

@@ -174,9 +174,9 @@ class FakeBackend final : public GenerationBackend {
   void hold_engine(bool on) { set_gate(engine_held_, on); }
   // While held, tokenizing waits: a prompt of megabytes.
   void hold_tokenizer(bool on) { set_gate(tokenizer_held_, on); }
-  int64_t num_waiting_for_engine() const {  // at either gate
+  int64_t num_held_at_gates() const {  // threads held by hold_engine or hold_tokenizer
     std::lock_guard gate(gate_mutex_);
-    return num_waiting_for_engine_;
+    return num_held_at_gates_;
   }
   int64_t num_prefix_cache_resets() const { return num_prefix_cache_resets_; }
   int64_t num_waiting() const override {
@@ -297,7 +297,7 @@ class FakeBackend final : public GenerationBackend {
   std::atomic<bool> finish_in_submit_{false};
   bool engine_held_ = false;
   bool tokenizer_held_ = false;
-  mutable int64_t num_waiting_for_engine_ = 0;
+  mutable int64_t num_held_at_gates_ = 0;
   void set_gate(bool& held, bool on) {
     {
       std::lock_guard gate(gate_mutex_);
@@ -307,9 +307,9 @@ class FakeBackend final : public GenerationBackend {
   }
   void wait_while(const bool& held) const {
     std::unique_lock gate(gate_mutex_);
-    ++num_waiting_for_engine_;
+    ++num_held_at_gates_;
     gate_open_.wait(gate, [&held] { return !held; });
-    --num_waiting_for_engine_;
+    --num_held_at_gates_;
   }
   void wait_for_engine() const { wait_while(engine_held_); }
   int64_t num_compiles_ = 0;

@@ -24,6 +24,15 @@ std::string raw_post(const std::string& body) {
          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// A client sends `bytes` (a request the held backend keeps queued), and leaves once the
+// request is in the engine.
+void send_then_leave(const Harness& h, const std::string& bytes) {
+  TestClient c(h.port());
+  c.send_raw(bytes);
+  while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  c.close();
+}
+
 std::vector<Json> sse_events(const std::string& body, bool* saw_done) {
   std::vector<Json> events;
   std::istringstream in(body);
@@ -252,12 +261,7 @@ TEST(HttpApi, AllowedTokensThatOnlyEndTheSequenceWithMinTokensIs400) {
 TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
   Harness h;
   h.backend.hold(true);  // stays queued: only the socket can tell us the client left
-  {
-    TestClient c(h.port());
-    c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20})"));
-    while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    c.close();
-  }
+  send_then_leave(h, raw_post(R"({"prompt":"a","max_tokens":20})"));
   EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(5)));
   EXPECT_EQ(h.backend.aborted_ids().size(), 1u);
   EXPECT_EQ(h.server.active_exchanges(), 0);
@@ -268,14 +272,9 @@ TEST(HttpApi, ClientDisconnectAbortsTheRequest) {
 TEST(HttpApi, ClientDisconnectAbortsTheRequestBehindPipelinedBytes) {
   Harness h;
   h.backend.hold(true);
-  {
-    TestClient c(h.port());
-    std::string pipelined;
-    while (pipelined.size() < 100'000) pipelined += "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
-    c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20})") + pipelined);
-    while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    c.close();
-  }
+  std::string pipelined;
+  while (pipelined.size() < 100'000) pipelined += "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+  send_then_leave(h, raw_post(R"({"prompt":"a","max_tokens":20})") + pipelined);
   EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(30)));
   EXPECT_EQ(h.backend.aborted_ids().size(), 1u);
   EXPECT_EQ(h.server.active_exchanges(), 0);
@@ -289,12 +288,7 @@ TEST(HttpApi, ClientDisconnectAbortsARequestWhoseGrammarWasCached) {
   ASSERT_EQ(first.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}, {"guided_regex", "a+"}}).status, 200);
   h.backend.hold(true);
   for (int i = 0; i < 10; ++i) {
-    {
-      TestClient c(h.port());
-      c.send_raw(raw_post(R"({"prompt":"a","max_tokens":20,"guided_regex":"a+"})"));
-      while (h.backend.num_unfinished() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      c.close();
-    }
+    send_then_leave(h, raw_post(R"({"prompt":"a","max_tokens":20,"guided_regex":"a+"})"));
     EXPECT_TRUE(h.backend.wait_idle(std::chrono::seconds(30)));
     EXPECT_EQ(h.backend.aborted_ids().size(), static_cast<size_t>(i + 1));
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "fake_backend.h"
@@ -29,6 +30,17 @@ bool eventually(Condition condition) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return condition();
+}
+
+// `n` clients, client i having sent request(i) (raw bytes); their replies are read later.
+std::vector<std::unique_ptr<TestClient>> clients_sending(const Harness& h, int n,
+                                                        const std::function<std::string(int)>& request) {
+  std::vector<std::unique_ptr<TestClient>> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<TestClient>(h.port()));
+    clients.back()->send_raw(request(i));
+  }
+  return clients;
 }
 
 const std::string kDeep = std::string(70'000, '[') + std::string(70'000, ']');
@@ -110,13 +122,10 @@ TEST(Robustness, HealthAnswersWhileAdminRequestsWaitForTheEngine) {
   Harness h;
   h.backend.hold_engine(true);
   const int kRequests = 2 * Harness::options().num_threads + 1;
-  std::vector<std::unique_ptr<TestClient>> admin;
-  for (int i = 0; i < kRequests; ++i) {
-    admin.push_back(std::make_unique<TestClient>(h.port()));
-    if (i % 2) admin.back()->send_raw(raw_post("/flush_cache", ""));
-    else admin.back()->send_raw("GET /v1/optimizers HTTP/1.1\r\nHost: x\r\n\r\n");
-  }
-  ASSERT_TRUE(eventually([&] { return h.backend.num_waiting_for_engine() >= Harness::options().num_threads; }));
+  const auto admin = clients_sending(h, kRequests, [](int i) {
+    return i % 2 ? raw_post("/flush_cache", "") : std::string("GET /v1/optimizers HTTP/1.1\r\nHost: x\r\n\r\n");
+  });
+  ASSERT_TRUE(eventually([&] { return h.backend.num_held_at_gates() >= Harness::options().num_threads; }));
   TestClient other(h.port());
   EXPECT_EQ(other.get("/health").status, 200);
   EXPECT_EQ(other.post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 2}}).status, 200);
@@ -132,12 +141,9 @@ TEST(Robustness, HealthAnswersWhileEveryRequestThreadTokenizes) {
   Harness h;
   h.backend.hold_tokenizer(true);
   const int kRequests = 2 * Harness::options().num_threads + 1;
-  std::vector<std::unique_ptr<TestClient>> heavy;
-  for (int i = 0; i < kRequests; ++i) {
-    heavy.push_back(std::make_unique<TestClient>(h.port()));
-    heavy.back()->send_raw(raw_post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})"));
-  }
-  ASSERT_TRUE(eventually([&] { return h.backend.num_waiting_for_engine() == 2; }));  // both request threads
+  const auto heavy = clients_sending(
+      h, kRequests, [](int) { return raw_post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})"); });
+  ASSERT_TRUE(eventually([&] { return h.backend.num_held_at_gates() == 2; }));  // both request threads
   TestClient other(h.port());
   EXPECT_EQ(other.get("/health").status, 200);
   EXPECT_EQ(other.get("/metrics").status, 200);
